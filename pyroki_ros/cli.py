@@ -1,0 +1,176 @@
+"""The ``pyroki-ros`` command line: ``fk``, ``ik``, ``demo`` and ``node``.
+
+The ``fk`` and ``ik`` sub-commands are a stable file contract (npz in, npz out) used by the
+benchmarks and by outside checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _robot_source(urdf: str) -> str | Path:
+    """A URDF path, or the name of an embedded robot (``panda``, ``ur5``)."""
+    path = Path(urdf)
+    if path.is_file():
+        return path
+    from .robots import AVAILABLE, urdf_path
+
+    if urdf in AVAILABLE:
+        return urdf_path(urdf)
+    raise SystemExit(f"error: --urdf '{urdf}' is neither a file nor one of {', '.join(AVAILABLE)}")
+
+
+def _column_order(robot, names: np.ndarray | None, n_columns: int) -> np.ndarray:
+    """Index of each actuated joint's column in the input array."""
+    if names is None:
+        if n_columns != robot.n_joints:
+            raise ValueError(
+                f"q has {n_columns} columns but the robot has {robot.n_joints} actuated joints "
+                f"({', '.join(robot.joint_names)}); pass joint_names to say which is which"
+            )
+        return np.arange(robot.n_joints)
+    names = [str(n) for n in names]
+    if len(names) != n_columns:
+        raise ValueError(f"joint_names has {len(names)} entries but q has {n_columns} columns")
+    if len(set(names)) != len(names):
+        raise ValueError("joint_names has duplicates")
+    for name in names:
+        if name not in robot.joint_names and name not in robot.mimic_joint_names:
+            robot.joint_index(name)  # raises with the reason (unknown / fixed)
+    missing = [j for j in robot.joint_names if j not in names]
+    if missing:
+        raise ValueError(f"joint_names lacks actuated joints: {', '.join(missing)}")
+    return np.array([names.index(j) for j in robot.joint_names])
+
+
+def fk_command(args: argparse.Namespace) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the file contract is float64
+    import jax.numpy as jnp
+
+    from .kinematics import forward_kinematics
+    from .robot import Robot
+
+    robot = Robot.from_urdf(_robot_source(args.urdf), dtype=jnp.float64)
+    with np.load(args.q, allow_pickle=False) as data:
+        if "q" not in data:
+            raise ValueError(f"{args.q} has no array 'q'")
+        q = np.asarray(data["q"], dtype=np.float64)
+        names = data["joint_names"] if "joint_names" in data else None
+    if q.ndim != 2:
+        raise ValueError(f"q must have shape (N, n), got {q.shape}")
+    if not np.all(np.isfinite(q)):
+        raise ValueError("q contains NaN or infinite values")
+    q = q[:, _column_order(robot, names, q.shape[1])]
+    poses = np.asarray(jax.jit(forward_kinematics)(robot, q).wxyz_xyz)
+    np.savez(
+        args.out,
+        joint_names=np.array(robot.joint_names),
+        link_names=np.array(robot.link_names),
+        poses=poses.astype(np.float64),
+    )
+    print(f"fk: {q.shape[0]} configurations x {robot.n_links} links -> {args.out}")
+    return 0
+
+
+def ik_command(args: argparse.Namespace) -> int:
+    import jax
+
+    jax.config.update("jax_cpu_enable_async_dispatch", False)  # ~8 us less per small call
+    from . import objectives
+    from .ik import IKSolver
+    from .robot import Robot
+
+    device = {"cpu": "cpu", "gpu": "gpu", "auto": None}[args.device]
+    robot = Robot.from_urdf(_robot_source(args.urdf))
+    base = args.base or robot.root_link
+    robot.link_index(base)
+    robot.link_index(args.tip)
+    chain = robot.chain_joints(base, args.tip)
+    if not chain:
+        raise ValueError(f"no actuated joint moves '{args.tip}' relative to '{base}'")
+    with np.load(args.targets, allow_pickle=False) as data:
+        if "poses" not in data:
+            raise ValueError(f"{args.targets} has no array 'poses'")
+        poses = np.asarray(data["poses"], np.float64)
+        seeds = np.asarray(data["seeds"], np.float64) if "seeds" in data else None
+    if poses.ndim != 2 or poses.shape[1] != 7 or poses.shape[0] == 0:
+        raise ValueError(f"poses must have shape (N, 7) with N >= 1, got {poses.shape}")
+    if seeds is not None and seeds.shape != (poses.shape[0], robot.n_joints):
+        raise ValueError(f"seeds must have shape ({poses.shape[0]}, {robot.n_joints}), got {seeds.shape}")
+
+    solver = IKSolver(robot, device=device)
+    goal = objectives.pose(args.tip, poses, reference=None if base == robot.root_link else base)
+    options = dict(
+        seed=seeds,
+        active_joints=[robot.joint_names[i] for i in chain],
+        position_tolerance=args.pos_tol,
+        orientation_tolerance=args.rot_tol,
+    )
+    start = time.perf_counter()
+    solver.solve(goal, **options)  # the first call compiles for this batch-size bucket
+    compile_seconds = time.perf_counter() - start
+    result = solver.solve(goal, **options)
+    np.savez(
+        args.out,
+        joint_names=np.array(robot.joint_names),
+        q=result.q.astype(np.float64),
+        success=result.success,
+        position_error=result.position_error[:, 0].astype(np.float64),
+        orientation_error=result.orientation_error[:, 0].astype(np.float64),
+        iterations=result.iterations,
+        compile_seconds=np.float64(compile_seconds),
+        solve_seconds=np.float64(result.solve_seconds),
+    )
+    print(
+        f"ik: {result.success.sum()}/{len(poses)} solved ({result.success.mean():.1%}), "
+        f"solve {result.solve_seconds * 1e3:.1f} ms, compile {compile_seconds:.2f} s -> {args.out}"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyroki-ros", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fk = sub.add_parser("fk", help="forward kinematics of many configurations (npz in/out)")
+    fk.add_argument("--urdf", required=True, help="URDF file, or an embedded robot: panda, ur5")
+    fk.add_argument("--q", required=True, help="npz with q (N, n) and optional joint_names (n,)")
+    fk.add_argument("--out", required=True, help="npz to write: joint_names, link_names, poses")
+    fk.set_defaults(run=fk_command)
+
+    ik = sub.add_parser("ik", help="pose IK for many targets of one tip link (npz in/out)")
+    ik.add_argument("--urdf", required=True, help="URDF file, or an embedded robot: panda, ur5")
+    ik.add_argument("--tip", required=True, help="link whose pose is given")
+    ik.add_argument("--base", help="frame of the poses (default: the root link)")
+    ik.add_argument("--targets", required=True, help="npz with poses (N, 7) wxyz_xyz, seeds")
+    ik.add_argument("--out", required=True, help="npz to write: joint_names, q, success, ...")
+    ik.add_argument("--pos-tol", type=float, default=1e-3, help="metres (default 1e-3)")
+    ik.add_argument("--rot-tol", type=float, default=np.radians(1.0), help="rad (default 1 deg)")
+    ik.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
+    ik.set_defaults(run=ik_command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    start = time.perf_counter()
+    try:
+        return args.run(args)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if getattr(args, "verbose", False):
+            print(f"({time.perf_counter() - start:.2f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

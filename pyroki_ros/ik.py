@@ -1,0 +1,487 @@
+"""Inverse kinematics: Levenberg-Marquardt with restarts, hard joint limits and a work queue.
+
+One jitted program solves any number of targets. It keeps ``lanes`` solver states side by
+side (structure of arrays); a lane whose target converged or ran out of iterations writes
+its answer and takes the next target from the queue, so no lane idles waiting for the
+slowest target, as it would under a plain ``vmap``. A single target is the same program
+with one lane. Restart seeds are a quasi-random (Kronecker) sequence inside the limits.
+
+Joint limits hold exactly: every step is clipped into the limits, and a joint sitting on a
+limit that the step would push through is frozen for that step. Continuous joints wrap.
+
+Compilation happens once per (robot, objective kinds/links, batch bucket); new target values,
+seeds, tolerances, active joints or deviation bounds reuse the compiled program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import objectives as obj
+from .linalg import solve_spd
+from .robot import Robot
+
+Objectives = tuple[obj.Objective, ...]
+
+BUCKETS = (1, 16, 128, 1024, 8192, 65536)
+DEFAULT_POSITION_TOLERANCE = 1e-3  # m
+DEFAULT_ORIENTATION_TOLERANCE = math.radians(1.0)  # rad
+
+
+@dataclasses.dataclass(frozen=True)
+class IKResult:
+    """Solutions for a batch of ``(*batch,)`` problems (numpy arrays)."""
+
+    q: np.ndarray  # (*batch, n_joints) inside the limits, robot.joint_names order
+    success: np.ndarray  # (*batch,) every objective within tolerance
+    position_error: np.ndarray  # (*batch, n_objectives) m
+    orientation_error: np.ndarray  # (*batch, n_objectives) rad
+    iterations: np.ndarray  # (*batch,) LM iterations spent, over all restarts
+    solve_seconds: float  # wall time of the solve call, all problems together
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """Per-call numbers; traced, so changing them never recompiles.
+
+    Travels as one flat vector (see :meth:`pack`): every argument of a jitted call is a
+    separate host-to-device copy, and a single small solve cannot afford a dozen of them.
+    """
+
+    active: jax.Array  # (n,) bool
+    max_deviation: jax.Array  # (n,) inf = unlimited
+    rest: jax.Array  # (n,)
+    rest_weight: jax.Array  # ()
+    tolerances: jax.Array  # (2,) position m, orientation rad
+    iterations_per_restart: jax.Array  # () int
+    max_iterations: jax.Array  # () int, per problem over all restarts
+
+    def pack(self, n_valid: int, dtype) -> np.ndarray:
+        scalars = [self.rest_weight, *self.tolerances, self.iterations_per_restart,
+                   self.max_iterations, n_valid]
+        return np.concatenate(
+            [self.active, self.max_deviation, self.rest, np.asarray(scalars, np.float64)]
+        ).astype(dtype)
+
+    @staticmethod
+    def unpack(vector: jax.Array, n: int) -> tuple[_Settings, jax.Array]:
+        scalars = vector[3 * n :]
+        settings = _Settings(
+            active=vector[:n] > 0.5,
+            max_deviation=vector[n : 2 * n],
+            rest=vector[2 * n : 3 * n],
+            rest_weight=scalars[0],
+            tolerances=scalars[1:3],
+            iterations_per_restart=scalars[3].astype(jnp.int32),
+            max_iterations=scalars[4].astype(jnp.int32),
+        )
+        return settings, scalars[5].astype(jnp.int32)
+
+
+def _kronecker_steps(n: int) -> np.ndarray:
+    """Increments of an n-dimensional Kronecker low-discrepancy sequence (R_n)."""
+    phi = 2.0
+    for _ in range(64):  # root of x^(n+1) = x + 1
+        phi = (1.0 + phi) ** (1.0 / (n + 1))
+    return np.mod(phi ** -np.arange(1.0, n + 1.0), 1.0)
+
+
+def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
+    """Per-problem box: limits, tightened around the seed by max_deviation; inactive = seed."""
+    lower = jnp.maximum(robot.lower, seed - settings.max_deviation)
+    upper = jnp.minimum(robot.upper, seed + settings.max_deviation)
+    lower = jnp.where(settings.active, lower, seed)
+    upper = jnp.where(settings.active, upper, seed)
+    wraps = jnp.asarray(robot.continuous) & jnp.isinf(settings.max_deviation) & settings.active
+    return lower, upper, wraps
+
+
+def _into_bounds(q, lower, upper, wraps):
+    wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
+    return jnp.where(wraps, wrapped, jnp.clip(q, lower, upper))
+
+
+def _evaluate(robot: Robot, objectives: Objectives, q: jax.Array, settings: _Settings):
+    ev = obj.evaluate(robot, q, objectives)
+    active = settings.active.astype(q.dtype)
+    jac = ev.jacobian * active[..., None, :]
+    offset = (q - settings.rest) * active
+    cost = jnp.sum(ev.residual**2, -1) + settings.rest_weight * jnp.sum(offset**2, -1)
+    converged = jnp.all(ev.position_error <= settings.tolerances[0], -1) & jnp.all(
+        ev.orientation_error <= settings.tolerances[1], -1
+    )
+    return ev, jac, cost, converged
+
+
+def _queue_solve(
+    robot: Robot,
+    objectives: Objectives,
+    seeds: jax.Array,
+    n_valid: jax.Array,
+    settings: _Settings,
+    lanes: int,
+):
+    """Solves problems ``[0, n_valid)`` of the (N, ...) batch with ``lanes`` parallel states."""
+    n_problems, n = seeds.shape
+    dtype = seeds.dtype
+    steps = jnp.asarray(_kronecker_steps(n), dtype)
+    lane_ids = jnp.arange(lanes)
+
+    def problem(index):
+        index = jnp.minimum(index, n_problems - 1)
+        picked = jax.tree.map(lambda x: x[index], objectives)
+        seed = seeds[index]
+        return picked, seed, _bounds(robot, seed, settings)
+
+    def restart_point(index, restart, seed, lower, upper):
+        # Restart 0 starts from the seed; later ones from a quasi-random point in the box.
+        u = jnp.mod(0.5 + restart[:, None] * steps + index[:, None] * (steps * 0.7548776662), 1.0)
+        return jnp.where((restart == 0)[:, None], seed, lower + u * (upper - lower))
+
+    first = jnp.minimum(lane_ids, n_valid)  # lanes beyond n_valid start idle
+    first = jnp.where(lane_ids < n_valid, lane_ids, n_problems)
+    _, seed0, _ = problem(first)
+    state = dict(
+        index=first,
+        next=jnp.minimum(jnp.asarray(lanes, jnp.int32), n_valid).astype(jnp.int32),
+        q=seed0,
+        restart=jnp.zeros(lanes, jnp.int32),
+        iters_restart=jnp.zeros(lanes, jnp.int32),
+        iters_total=jnp.zeros(lanes, jnp.int32),
+        lam=jnp.full(lanes, 1e-2, dtype),
+        acc_q=seed0,
+        acc_cost=jnp.full(lanes, jnp.inf, dtype),
+        acc_residual=jnp.zeros((lanes, sum(o.n_rows for o in objectives)), dtype),
+        acc_jacobian=jnp.zeros((lanes, sum(o.n_rows for o in objectives), n), dtype),
+        acc_pos=jnp.zeros((lanes, len(objectives)), dtype),
+        acc_rot=jnp.zeros((lanes, len(objectives)), dtype),
+        best_q=seed0,
+        best_cost=jnp.full(lanes, jnp.inf, dtype),
+        best_pos=jnp.full((lanes, len(objectives)), jnp.inf, dtype),
+        best_rot=jnp.full((lanes, len(objectives)), jnp.inf, dtype),
+        out_q=seeds,
+        out_success=jnp.zeros(n_problems, bool),
+        out_pos=jnp.full((n_problems, len(objectives)), jnp.inf, dtype),
+        out_rot=jnp.full((n_problems, len(objectives)), jnp.inf, dtype),
+        out_iters=jnp.zeros(n_problems, jnp.int32),
+    )
+
+    def body(s):
+        live = s["index"] < n_valid
+        targets, seed, (lower, upper, wraps) = problem(s["index"])
+        ev, jac, cost, converged = _evaluate(robot, targets, s["q"], settings)
+
+        better = cost < s["acc_cost"]
+        pick = lambda new, old: jnp.where(better.reshape(-1, *[1] * (new.ndim - 1)), new, old)  # noqa: E731
+        acc_q = pick(s["q"], s["acc_q"])
+        acc_cost = jnp.where(better, cost, s["acc_cost"])
+        acc_residual = pick(ev.residual, s["acc_residual"])
+        acc_jacobian = pick(jac, s["acc_jacobian"])
+        acc_pos = pick(ev.position_error, s["acc_pos"])
+        acc_rot = pick(ev.orientation_error, s["acc_rot"])
+        done = jnp.where(better, converged, False)  # converged at a freshly accepted point
+        lam = jnp.where(better, jnp.maximum(s["lam"] * 0.25, 1e-7), s["lam"] * 4.0)
+
+        improved_best = acc_cost < s["best_cost"]
+        keep = lambda new, old: jnp.where(  # noqa: E731
+            improved_best.reshape(-1, *[1] * (new.ndim - 1)), new, old
+        )
+        best_q, best_cost = keep(acc_q, s["best_q"]), jnp.minimum(acc_cost, s["best_cost"])
+        best_pos, best_rot = keep(acc_pos, s["best_pos"]), keep(acc_rot, s["best_rot"])
+
+        iters_restart = s["iters_restart"] + 1
+        iters_total = s["iters_total"] + 1
+        finish = live & (done | (iters_total >= settings.max_iterations))
+        restart = live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+
+        # Finished lanes write their answer (converged point, else the best over restarts).
+        write = jnp.where(finish, s["index"], n_problems)
+        answer = lambda a, b: jnp.where(done.reshape(-1, *[1] * (a.ndim - 1)), a, b)  # noqa: E731
+        out_q = s["out_q"].at[write].set(answer(acc_q, best_q), mode="drop")
+        out_success = s["out_success"].at[write].set(done, mode="drop")
+        out_pos = s["out_pos"].at[write].set(answer(acc_pos, best_pos), mode="drop")
+        out_rot = s["out_rot"].at[write].set(answer(acc_rot, best_rot), mode="drop")
+        out_iters = s["out_iters"].at[write].set(iters_total, mode="drop")
+
+        # ... and take the next problems from the queue, in lane order.
+        rank = jnp.cumsum(finish) - 1
+        index = jnp.where(finish, s["next"] + rank, s["index"])
+        next_problem = s["next"] + jnp.sum(finish, dtype=jnp.int32)
+        fresh = finish
+        _, new_seed, (new_lower, new_upper, _) = problem(index)
+        restart_count = jnp.where(fresh, 0, s["restart"] + restart.astype(jnp.int32))
+        reset = fresh | restart
+        start = restart_point(index, restart_count, new_seed, new_lower, new_upper)
+
+        # LM step from the accepted point, joints on a limit pushed outward frozen.
+        # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
+        gradient = jnp.sum(acc_jacobian * acc_residual[:, :, None], axis=1)
+        gradient = gradient + settings.rest_weight * (acc_q - settings.rest) * settings.active
+        on_lower = (acc_q <= lower) & (gradient > 0)
+        on_upper = (acc_q >= upper) & (gradient < 0)
+        free = settings.active & (wraps | ~(on_lower | on_upper)) & (upper > lower)
+        free_f = free.astype(dtype)
+        jf = acc_jacobian * free_f[:, None, :]
+        hessian = jnp.sum(jf[:, :, :, None] * jf[:, :, None, :], axis=1)
+        diagonal = lam[:, None] + settings.rest_weight * free_f
+        hessian = hessian + diagonal[:, :, None] * jnp.eye(n, dtype=dtype)
+        step = solve_spd(hessian, -gradient * free_f) * free_f
+        stepped = _into_bounds(acc_q + step, lower, upper, wraps)
+
+        as_lanes = lambda x: x[:, None]  # noqa: E731
+        return dict(
+            index=index,
+            next=next_problem,
+            q=jnp.where(as_lanes(reset), start, stepped),
+            restart=restart_count,
+            iters_restart=jnp.where(reset, 0, iters_restart),
+            iters_total=jnp.where(fresh, 0, iters_total),
+            lam=jnp.where(reset, 1e-2, lam),
+            acc_q=acc_q,
+            acc_cost=jnp.where(reset, jnp.inf, acc_cost),
+            acc_residual=acc_residual,
+            acc_jacobian=acc_jacobian,
+            acc_pos=acc_pos,
+            acc_rot=acc_rot,
+            best_q=best_q,
+            best_cost=jnp.where(fresh, jnp.inf, best_cost),
+            best_pos=best_pos,
+            best_rot=best_rot,
+            out_q=out_q,
+            out_success=out_success,
+            out_pos=out_pos,
+            out_rot=out_rot,
+            out_iters=out_iters,
+        )
+
+    state = jax.lax.while_loop(lambda s: jnp.any(s["index"] < n_valid), body, state)
+    return state["out_q"], state["out_success"], state["out_pos"], state["out_rot"], state["out_iters"]
+
+
+_FIELDS = (("target", 7), ("axis", 3), ("local_point", 3), ("local_axis", 3), ("weights", 2))
+_WIDTH = sum(size for _, size in _FIELDS)
+
+
+def _structure(o: obj.Objective) -> tuple:
+    return (o.kind, o.link, o.reference, o.align_axis)
+
+
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_vector):
+    """The jitted entry point: one (N, n + 18 k) array of seeds and targets in, one array out.
+
+    Output columns: q (n), success, position errors (k), orientation errors (k), iterations.
+    """
+    n = robot.n_joints
+    objectives = []
+    column = n
+    for kind, link, reference, align_axis in structure:
+        fields = {}
+        for name, size in _FIELDS:
+            fields[name] = params[:, column : column + size]
+            column += size
+        objectives.append(
+            obj.Objective(**fields, kind=kind, link=link, reference=reference, align_axis=align_axis)
+        )
+    settings, n_valid = _Settings.unpack(settings_vector, n)
+    q, success, pos, rot, iters = _queue_solve(
+        robot, tuple(objectives), params[:, :n], n_valid, settings, lanes
+    )
+    dtype = q.dtype
+    return jnp.concatenate(
+        [q, success[:, None].astype(dtype), pos, rot, iters[:, None].astype(dtype)], axis=1
+    )
+
+
+def _bucket(n: int) -> int:
+    for size in BUCKETS:
+        if n <= size:
+            return size
+    return int(math.ceil(n / BUCKETS[-1]) * BUCKETS[-1])
+
+
+class IKSolver:
+    """Solves IK problems for one robot; keeps one compiled program per problem structure.
+
+    Example:
+        >>> solver = IKSolver(robot)
+        >>> result = solver.solve(objectives.pose("panda_hand", target_wxyz_xyz))
+    """
+
+    def __init__(self, robot: Robot, *, lanes: int | None = None, device: str | None = None):
+        self.robot = robot
+        try:
+            self.device = jax.devices(device)[0] if device else jax.devices()[0]
+        except RuntimeError as e:
+            raise ValueError(f"device '{device}' is not available here: {e}") from None
+        # CPU: a few lanes keep each step's arrays small and cache-resident; GPU: one lane per
+        # problem, all in parallel.
+        self._max_lanes = lanes or (128 if self.device.platform == "cpu" else 1 << 16)
+        self._programs: dict = {}
+        self._settings_cache: dict = {}
+        # Host copies, so that a call does no device round trip before the solve itself.
+        self._lower = np.asarray(robot.lower, np.float64)
+        self._upper = np.asarray(robot.upper, np.float64)
+        self._dtype = np.dtype(robot.dtype)
+
+    def program(self, structure: tuple, size: int):
+        """The compiled solver for an objective structure and a batch bucket size."""
+        lanes = min(self._max_lanes, size)
+        key = (structure, lanes)
+        if key not in self._programs:
+            links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
+            pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
+            fn = functools.partial(_packed_solve, pruned, structure, lanes)
+            self._programs[key] = jax.jit(fn)
+        return self._programs[key]
+
+    def _cached_settings(self, options: dict) -> _Settings:
+        # Options repeat from call to call (a teleop loop, a benchmark): check them once.
+        try:
+            key = tuple(
+                (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in options.items()
+            )
+            hash(key)
+        except TypeError:  # numpy arrays and the like: no caching
+            return self.settings(**options)
+        if key not in self._settings_cache:
+            if len(self._settings_cache) > 64:
+                self._settings_cache.clear()
+            self._settings_cache[key] = self.settings(**options)
+        return self._settings_cache[key]
+
+    def settings(
+        self,
+        *,
+        active_joints=None,
+        max_deviation=None,
+        rest=None,
+        rest_weight: float = 0.0,
+        position_tolerance: float = DEFAULT_POSITION_TOLERANCE,
+        orientation_tolerance: float = DEFAULT_ORIENTATION_TOLERANCE,
+        iterations_per_restart: int = 15,
+        max_iterations: int = 1000,
+    ) -> _Settings:
+        """Checks and gathers the per-call options (see :meth:`solve`)."""
+        robot = self.robot
+        n = robot.n_joints
+        active = np.ones(n, bool)
+        if active_joints is not None:
+            active_joints = list(active_joints)
+            if not active_joints:
+                raise ValueError("active_joints is empty: give at least one joint (or None = all)")
+            active[:] = False
+            for name in active_joints:
+                active[robot.joint_index(name)] = True
+        deviation = np.full(n, np.inf)
+        if max_deviation is not None:
+            deviation = np.asarray(max_deviation, np.float64)
+            if deviation.shape not in ((), (n,)):
+                raise ValueError(f"max_deviation must be one number or {n} numbers")
+            deviation = np.broadcast_to(deviation, (n,)).copy()
+            if np.any(np.isnan(deviation)) or np.any(deviation < 0):
+                raise ValueError("max_deviation must be >= 0 (per joint or one number)")
+        rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
+        if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
+            raise ValueError(f"rest must be {n} finite joint values")
+        for name, value in (("position_tolerance", position_tolerance),
+                            ("orientation_tolerance", orientation_tolerance)):
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
+        if not rest_weight >= 0:
+            raise ValueError(f"rest_weight must be >= 0, got {rest_weight}")
+        if iterations_per_restart < 1 or max_iterations < 1:
+            raise ValueError("iterations_per_restart and max_iterations must be >= 1")
+        return _Settings(
+            active=active,
+            max_deviation=deviation,
+            rest=rest_q,
+            rest_weight=rest_weight,
+            tolerances=(position_tolerance, orientation_tolerance),
+            iterations_per_restart=iterations_per_restart,
+            max_iterations=max_iterations,
+        )
+
+    def solve(self, objectives, seed=None, **options) -> IKResult:
+        """Solves every problem in the batch.
+
+        Args:
+            objectives: one :class:`~pyroki_ros.objectives.Objective` or a sequence of them,
+                all broadcastable to a common batch shape ``(*batch,)``.
+            seed: (*batch, n_joints) or (n_joints,) start configuration; default the middle
+                of the limits. Also the value of inactive joints.
+            **options: active_joints (names; the others stay at the seed), max_deviation
+                (solve-nearby: each joint within this of the seed), rest and rest_weight
+                (bias towards a rest configuration), position_tolerance (m, default 1e-3),
+                orientation_tolerance (rad, default 1 degree), iterations_per_restart
+                (default 15), max_iterations (per problem over all restarts, default 1000).
+
+        Returns:
+            IKResult with numpy arrays of batch shape ``(*batch,)``.
+
+        Raises:
+            ValueError: unknown links or joints, NaN/inf targets or seeds, wrong shapes,
+                negative max_deviation, an empty batch.
+        """
+        robot = self.robot
+        if isinstance(objectives, obj.Objective):
+            objectives = (objectives,)
+        objectives = tuple(objectives)
+        obj.validate(robot, objectives, check_values=False)  # values: checked once packed
+        settings = self._cached_settings(options)
+        seed = (self._lower + self._upper) / 2 if seed is None else np.asarray(seed, np.float64)
+        if seed.ndim == 0 or seed.shape[-1] != robot.n_joints:
+            raise ValueError(f"seed must have shape (*batch, {robot.n_joints}), got {seed.shape}")
+        if not np.all(np.isfinite(seed)):
+            raise ValueError("seed contains NaN or infinite values")
+        try:
+            batch = np.broadcast_shapes(seed.shape[:-1], *(o.batch_shape for o in objectives))
+        except ValueError:
+            raise ValueError(
+                "objectives and seed have batch shapes that do not broadcast: "
+                f"{[o.batch_shape for o in objectives]} and {seed.shape[:-1]}"
+            ) from None
+        count = int(np.prod(batch))
+        if count == 0:
+            raise ValueError("empty batch: nothing to solve")
+        size = _bucket(count)
+        n = robot.n_joints
+
+        columns = [np.clip(seed, self._lower, self._upper)]
+        for o in objectives:
+            columns.extend(np.asarray(getattr(o, name)) for name, _ in _FIELDS)
+        if batch != ():
+            columns = [np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns]
+        params = np.concatenate(columns, axis=-1, dtype=self._dtype).reshape(count, -1)
+        if not np.all(np.isfinite(params[:, robot.n_joints :])):
+            raise ValueError("objective targets, axes, points or weights contain NaN or inf")
+        if size > count:
+            params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
+        program = self.program(tuple(_structure(o) for o in objectives), size)
+
+        start = time.perf_counter()
+        out = np.asarray(program(params, settings.pack(count, self._dtype)))[:count]
+        elapsed = time.perf_counter() - start
+        k = len(objectives)
+        return IKResult(
+            q=out[:, :n].reshape(*batch, n),
+            success=out[:, n].reshape(batch) > 0.5,
+            position_error=out[:, n + 1 : n + 1 + k].reshape(*batch, k),
+            orientation_error=out[:, n + 1 + k : n + 1 + 2 * k].reshape(*batch, k),
+            iterations=out[:, -1].astype(np.int64).reshape(batch),
+            solve_seconds=elapsed,
+        )
+
+
+def residual_and_jacobian(robot: Robot, objectives, q) -> obj.Evaluation:
+    """Weighted residual (*batch, m), its Jacobian (*batch, m, n), per-objective errors."""
+    if isinstance(objectives, obj.Objective):
+        objectives = (objectives,)
+    obj.validate(robot, tuple(objectives))
+    return obj.evaluate(robot, q, tuple(objectives))

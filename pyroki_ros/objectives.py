@@ -1,0 +1,392 @@
+"""IK objectives in the Klampt vocabulary: point, pose, hinge, plane, line, position, orientation.
+
+An objective constrains a link (optionally a point and an axis fixed on it) relative to a
+reference frame: the root link, or another link of the same robot (a relative objective).
+Its *kind*, link and reference are static (they set the problem structure, and so what gets
+compiled); its targets and weights are arrays, optionally batched over leading dimensions,
+so new target values never recompile.
+
+Residuals are in metres (position rows) and radians (orientation rows), multiplied by the
+objective's weights. Their Jacobians are analytic, built from the robot's geometric Jacobian.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import jaxlie
+import numpy as np
+
+from . import kinematics as k
+from .robot import Robot
+
+Kind = Literal["pose", "point", "position", "orientation", "hinge", "plane", "line"]
+
+# Rows of the residual for each kind (plane/line get 3 more rows with an axis).
+_POSITION_ROWS = {"pose": 3, "point": 3, "position": 3, "hinge": 3, "plane": 1, "line": 3}
+_ORIENTATION_ROWS = {"pose": 3, "orientation": 3, "hinge": 3}
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """One IK objective. Array fields may carry leading batch dimensions ``(*batch, ...)``.
+
+    Attributes:
+        target: (*batch, 7) wxyz_xyz, a pose in the reference frame. Its translation is the
+            target point (or a point on the plane / line); its rotation the target orientation.
+        axis: (*batch, 3) target axis (hinge), plane normal (plane) or line direction (line),
+            in the reference frame; unit length.
+        local_point: (*batch, 3) point on the link, in the link frame.
+        local_axis: (*batch, 3) axis on the link, in the link frame (hinge, and plane / line
+            with ``align_axis``); unit length.
+        weights: (*batch, 2) position and orientation weights.
+    """
+
+    target: jax.Array
+    axis: jax.Array
+    local_point: jax.Array
+    local_axis: jax.Array
+    weights: jax.Array
+    kind: str = dataclasses.field(metadata={"static": True})
+    link: str = dataclasses.field(metadata={"static": True})
+    reference: str | None = dataclasses.field(default=None, metadata={"static": True})
+    align_axis: bool = dataclasses.field(default=False, metadata={"static": True})
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        return self.target.shape[:-1]
+
+    @property
+    def n_rows(self) -> int:
+        rows = _POSITION_ROWS.get(self.kind, 0) + _ORIENTATION_ROWS.get(self.kind, 0)
+        return rows + (3 if self.align_axis and self.kind in ("plane", "line") else 0)
+
+    @property
+    def constrains_orientation(self) -> bool:
+        return self.kind in _ORIENTATION_ROWS or self.align_axis
+
+    @property
+    def constrains_position(self) -> bool:
+        return self.kind in _POSITION_ROWS
+
+
+def _xp(*values):
+    """numpy for concrete inputs (cheap on the host), jax.numpy inside a trace."""
+    traced = any(isinstance(v, jax.core.Tracer) for v in values)
+    return jnp if traced else np
+
+
+def _vec(x, size: int, name: str, xp=np):
+    x = xp.asarray(x, dtype=xp.float64 if xp is np else None)
+    if x.ndim == 0 or x.shape[-1] != size:
+        raise ValueError(f"{name} must have shape (*batch, {size}), got {x.shape}")
+    if xp is np and not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return x
+
+
+def _unit(x, name: str, xp=np):
+    x = _vec(x, x_size := (4 if name == "wxyz" else 3), name, xp)
+    norm = xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
+    if xp is np and np.any(norm < 1e-9):
+        what = "quaternion" if x_size == 4 else "vector"
+        raise ValueError(f"{name} must be a non-zero {what}")
+    return x / norm
+
+
+def _make(
+    kind: Kind,
+    link: str,
+    *,
+    position=None,
+    wxyz=None,
+    axis=(0.0, 0.0, 1.0),
+    local_point=(0.0, 0.0, 0.0),
+    local_axis=(0.0, 0.0, 1.0),
+    reference: str | None = None,
+    position_weight=1.0,
+    orientation_weight=0.1,
+    align_axis: bool = False,
+) -> Objective:
+    if not isinstance(link, str) or not link:
+        raise ValueError(f"link must be a link name, got {link!r}")
+    position = (0.0, 0.0, 0.0) if position is None else position
+    wxyz = (1.0, 0.0, 0.0, 0.0) if wxyz is None else wxyz
+    xp = _xp(position, wxyz, axis, local_point, local_axis, position_weight, orientation_weight)
+    position = _vec(position, 3, "position", xp)
+    wxyz = _unit(wxyz, "wxyz", xp)
+    axis, local_axis = _unit(axis, "axis", xp), _unit(local_axis, "local_axis", xp)
+    local_point = _vec(local_point, 3, "local_point", xp)
+    weights = xp.stack(xp.broadcast_arrays(xp.asarray(position_weight, dtype=position.dtype),
+                                           xp.asarray(orientation_weight, dtype=position.dtype)), -1)
+    if xp is np and (not np.all(np.isfinite(weights)) or np.any(weights < 0)):
+        raise ValueError("weights must be finite and >= 0")
+    fields = (wxyz, position, axis, local_point, local_axis, weights)
+    batch = np.broadcast_shapes(*(f.shape[:-1] for f in fields))
+    if any(f.shape[:-1] != batch for f in fields):
+        fields = tuple(xp.broadcast_to(f, (*batch, f.shape[-1])) for f in fields)
+    wxyz, position, axis, local_point, local_axis, weights = fields
+    return Objective(
+        target=xp.concatenate([wxyz, position], axis=-1),
+        axis=axis,
+        local_point=local_point,
+        local_axis=local_axis,
+        weights=weights,
+        kind=kind,
+        link=link,
+        reference=reference,
+        align_axis=align_axis,
+    )
+
+
+def pose(link: str, target, *, reference: str | None = None,
+         position_weight=1.0, orientation_weight=0.1) -> Objective:
+    """Fixed pose: the link frame at ``target``, a jaxlie.SE3 or (*batch, 7) wxyz_xyz."""
+    wxyz_xyz = target.wxyz_xyz if isinstance(target, jaxlie.SE3) else target
+    wxyz_xyz = _vec(wxyz_xyz, 7, "target", _xp(wxyz_xyz))
+    return _make("pose", link, position=wxyz_xyz[..., 4:], wxyz=wxyz_xyz[..., :4],
+                 reference=reference, position_weight=position_weight,
+                 orientation_weight=orientation_weight)
+
+
+def point(link: str, local_point, target_point, *, reference: str | None = None,
+          weight=1.0) -> Objective:
+    """A point fixed on the link (link frame) at a target point (reference frame)."""
+    return _make("point", link, position=target_point, local_point=local_point,
+                 reference=reference, position_weight=weight)
+
+
+def position(link: str, target_position, *, reference: str | None = None,
+             weight=1.0) -> Objective:
+    """Position only: the link origin at ``target_position``; orientation free."""
+    return _make("position", link, position=target_position, reference=reference,
+                 position_weight=weight)
+
+
+def orientation(link: str, target_wxyz, *, reference: str | None = None,
+                weight=1.0) -> Objective:
+    """Orientation only: the link frame's rotation equals ``target_wxyz``; position free."""
+    return _make("orientation", link, wxyz=target_wxyz, reference=reference,
+                 orientation_weight=weight)
+
+
+def hinge(link: str, local_point, local_axis, target_point, target_axis, *,
+          reference: str | None = None, position_weight=1.0, orientation_weight=0.1) -> Objective:
+    """A point plus an axis: rotation about ``target_axis`` stays free (5 constrained DoF)."""
+    return _make("hinge", link, position=target_point, axis=target_axis, local_point=local_point,
+                 local_axis=local_axis, reference=reference, position_weight=position_weight,
+                 orientation_weight=orientation_weight)
+
+
+def plane(link: str, local_point, plane_point, normal, *, local_axis=None, axis=None,
+          reference: str | None = None, position_weight=1.0, orientation_weight=0.1) -> Objective:
+    """A point on the link lies on a plane; with ``local_axis``/``axis``, that axis aligns too."""
+    return _on_set("plane", link, local_point, plane_point, normal, local_axis, axis,
+                   reference, position_weight, orientation_weight)
+
+
+def line(link: str, local_point, line_point, direction, *, local_axis=None, axis=None,
+         reference: str | None = None, position_weight=1.0, orientation_weight=0.1) -> Objective:
+    """A point on the link lies on a line; with ``local_axis``/``axis``, that axis aligns too."""
+    return _on_set("line", link, local_point, line_point, direction, local_axis, axis,
+                   reference, position_weight, orientation_weight)
+
+
+def _on_set(kind, link, local_point, set_point, set_axis, local_axis, axis, reference,
+            position_weight, orientation_weight) -> Objective:
+    align = local_axis is not None
+    if align != (axis is not None):
+        raise ValueError(f"{kind}: give both local_axis and axis, or neither")
+    # The plane normal / line direction lives in ``axis``; the axis to align, if any, is the
+    # z column of the target rotation, so one objective carries both.
+    wxyz = _rotation_with_z(_unit(axis, "axis")) if align else None
+    return _make(kind, link, position=set_point, wxyz=wxyz, axis=set_axis,
+                 local_point=local_point, local_axis=local_axis if align else (0.0, 0.0, 1.0),
+                 reference=reference, position_weight=position_weight,
+                 orientation_weight=orientation_weight, align_axis=align)
+
+
+def _rotation_with_z(z: np.ndarray) -> np.ndarray:
+    """A quaternion (wxyz) whose rotation maps the z axis onto unit vector ``z``."""
+    helper = np.where(np.abs(z[..., :1]) < 0.9, np.array([1.0, 0, 0]), np.array([0, 1.0, 0]))
+    x = np.cross(helper, z)
+    x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    y = np.cross(z, x)
+    return np.asarray(jaxlie.SO3.from_matrix(np.stack([x, y, z], axis=-1)).wxyz, np.float64)
+
+
+# --- evaluation --------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Objective values at a configuration. Shapes for a batch of ``(*batch,)``."""
+
+    residual: jax.Array  # (*batch, m)
+    jacobian: jax.Array  # (*batch, m, n_joints)
+    position_error: jax.Array  # (*batch, n_objectives), m; 0 where not constrained
+    orientation_error: jax.Array  # (*batch, n_objectives), rad; 0 where not constrained
+
+
+def _expand(v: tuple, axis: int = -1) -> tuple:
+    return tuple(jnp.expand_dims(c, axis) for c in v)
+
+
+def _sub(a, b):
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _norm(a):
+    return jnp.sqrt(_dot(a, a))
+
+
+def rotation_residual(q: k.Quat, jw: k.Vec) -> tuple[k.Vec, k.Vec, jax.Array]:
+    """Rotation error of unit quaternion ``q`` (the error rotation R R_target^T).
+
+    Residual: 2 sign(w) v, the vector part scaled (2 sin(theta/2) along the axis): smooth,
+    zero only at the target, and its Jacobian needs no trigonometry:
+    d(2 v) = (w I - [v]x) d(omega) for a world-frame perturbation exp(d omega) R.
+
+    Returns the residual, its Jacobian rows (from angular-velocity rows ``jw``), and the
+    angle theta (rad) for the tolerance test.
+    """
+    sign = jnp.where(q[0] < 0, -1.0, 1.0)
+    w, v = sign * q[0], tuple(sign * c for c in q[1:])
+    residual = tuple(2.0 * c for c in v)
+    swept = k.cross(_expand(v), jw)
+    jac = tuple(w[..., None] * j - s for j, s in zip(jw, swept))
+    angle = 2.0 * jnp.arctan2(_norm(v), w)
+    return residual, jac, angle
+
+
+def relative_frame(
+    robot: Robot, frames: tuple[k.Quat, k.Vec], link: str, reference: str | None
+) -> tuple[k.Quat, k.Vec, k.Vec, k.Vec]:
+    """Pose of ``link`` in ``reference`` and its Jacobian rows (linear, angular), each a
+    tuple of three (*batch, n) arrays, for the velocity of the link origin in that frame."""
+    quat, pos = frames
+    i = robot.link_index(link)
+    q = tuple(c[..., i] for c in quat)
+    p = tuple(c[..., i] for c in pos)
+    jv, jw = k.jacobian_rows(robot, frames, i)
+    if reference is None or robot.link_index(reference) == 0:
+        return q, p, jv, jw
+    r = robot.link_index(reference)
+    qr = tuple(c[..., r] for c in quat)
+    pr = tuple(c[..., r] for c in pos)
+    jv_r, jw_r = k.jacobian_rows(robot, frames, r)
+    lever = _sub(p, pr)
+    # v_rel = R_r^T (v - v_r - w_r x lever),  w_rel = R_r^T (w - w_r)
+    swept = k.cross(jw_r, _expand(lever))
+    v = tuple(a - b - c for a, b, c in zip(jv, jv_r, swept))
+    w = _sub(jw, jw_r)
+    inverse = _expand(k.qconj(qr))
+    return (
+        k.qmul(k.qconj(qr), q),
+        k.rotate(k.qconj(qr), lever),
+        k.rotate(inverse, v),
+        k.rotate(inverse, w),
+    )
+
+
+def _angle_between(a: k.Vec, b: k.Vec) -> jax.Array:
+    return jnp.arctan2(_norm(k.cross(a, b)), _dot(a, b))
+
+
+def evaluate_one(
+    robot: Robot, frames: tuple[k.Quat, k.Vec], objective: Objective
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Residual (*b, k), Jacobian (*b, k, n), position and orientation error (*b,)."""
+    q, p, jv, jw = relative_frame(robot, frames, objective.link, objective.reference)
+    target_q, target_p = k.split(objective.target[..., :4]), k.split(objective.target[..., 4:])
+    w_pos, w_rot = objective.weights[..., 0], objective.weights[..., 1]
+    zero = jnp.zeros_like(p[0])
+    rows, jac_rows = [], []  # residual entries (*b,) and Jacobian rows (*b, n)
+    pos_err = rot_err = zero
+    kind = objective.kind
+
+    def add(values, jacobians, weight):
+        rows.extend(weight * v for v in values)
+        jac_rows.extend(weight[..., None] * j for j in jacobians)
+
+    if kind in _POSITION_ROWS:
+        arm = k.rotate(q, k.split(objective.local_point))
+        point = tuple(a + b for a, b in zip(p, arm))
+        j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _expand(arm))))  # v + w x arm
+        delta = _sub(point, target_p)
+        if kind == "plane":
+            normal = k.split(objective.axis)
+            distance = _dot(normal, delta)
+            add([distance], [_dot(_expand(normal), j_point)], w_pos)
+            pos_err = jnp.abs(distance)
+        elif kind == "line":
+            d = k.split(objective.axis)
+            along = _dot(d, delta)
+            off = tuple(x - along * c for x, c in zip(delta, d))
+            j_along = _dot(_expand(d), j_point)
+            add(off, [j - j_along * c[..., None] for j, c in zip(j_point, d)], w_pos)
+            pos_err = _norm(off)
+        else:
+            add(delta, j_point, w_pos)
+            pos_err = _norm(delta)
+
+    if kind in ("pose", "orientation"):
+        residual, jac, rot_err = rotation_residual(k.qmul(q, k.qconj(target_q)), jw)
+        add(residual, jac, w_rot)
+    elif kind == "hinge" or objective.align_axis:
+        if kind == "hinge":
+            goal = k.split(objective.axis)
+        else:
+            goal = k.rotate(target_q, (zero, zero, jnp.ones_like(zero)))
+        axis = k.rotate(q, k.split(objective.local_axis))
+        add(_sub(axis, goal), k.cross(jw, _expand(axis)), w_rot)  # d axis = w x axis
+        rot_err = _angle_between(axis, goal)
+
+    return jnp.stack(rows, -1), jnp.stack(jac_rows, -2), pos_err, rot_err
+
+
+def evaluate_frames(
+    robot: Robot, frames: tuple[k.Quat, k.Vec], objectives: tuple[Objective, ...]
+) -> Evaluation:
+    """Stacks every objective's rows: residual (*batch, m), Jacobian (*batch, m, n)."""
+    parts = [evaluate_one(robot, frames, o) for o in objectives]
+    return Evaluation(
+        residual=jnp.concatenate([p[0] for p in parts], -1),
+        jacobian=jnp.concatenate([p[1] for p in parts], -2),
+        position_error=jnp.stack([p[2] for p in parts], -1),
+        orientation_error=jnp.stack([p[3] for p in parts], -1),
+    )
+
+
+def evaluate(robot: Robot, q: jax.Array, objectives: tuple[Objective, ...]) -> Evaluation:
+    """Residuals, Jacobians and errors of ``objectives`` at configurations (*batch, n)."""
+    return evaluate_frames(robot, k.link_frames(robot, q), objectives)
+
+
+def validate(robot: Robot, objectives: tuple[Objective, ...], check_values: bool = True) -> None:
+    """Raises ValueError for unknown links and non-finite targets (host-side, before solving)."""
+    if not objectives:
+        raise ValueError("no objectives given")
+    for o in objectives:
+        if o.kind not in _POSITION_ROWS and o.kind not in _ORIENTATION_ROWS:
+            raise ValueError(f"unknown objective kind '{o.kind}'")
+        robot.link_index(o.link)
+        if o.reference is not None:
+            robot.link_index(o.reference)
+        if not check_values:
+            continue
+        for name in ("target", "axis", "local_point", "local_axis", "weights"):
+            value = np.asarray(getattr(o, name))
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"objective on '{o.link}': {name} contains NaN or infinite values")
+        if np.any(np.asarray(o.weights) < 0):
+            raise ValueError(f"objective on '{o.link}': weights must be >= 0")

@@ -1,0 +1,268 @@
+"""The robot model: a URDF kinematic tree as a JAX pytree.
+
+Every link has at most one parent joint, so the tree is stored per link: ``links[i]`` is
+moved by the joint whose child it is (the root link's "joint" is the identity). Static
+structure (names, parent indices, joint types) lives in the pytree's metadata, so a jitted
+function recompiles only for a new robot structure, never for new limits or origins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import jaxlie
+import numpy as np
+
+from .urdf import URDFDescription, read_urdf
+
+FIXED, REVOLUTE, PRISMATIC = 0, 1, 2
+_TYPE_CODE = {"fixed": FIXED, "revolute": REVOLUTE, "continuous": REVOLUTE, "prismatic": PRISMATIC}
+
+
+def _static(**kwargs):
+    return dataclasses.field(metadata={"static": True}, **kwargs)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Robot:
+    """A kinematic tree with ``n_links`` links and ``n_joints`` actuated joints.
+
+    Actuated joints are the revolute, continuous and prismatic joints that do not mimic
+    another joint, in URDF document order; this is the order of every configuration
+    vector ``q`` (rad for revolute joints, m for prismatic joints).
+    """
+
+    # Per link (n_links, ...), in breadth-first order from the root:
+    origins: jax.Array  # (n_links, 7) wxyz_xyz, parent link frame -> joint frame at q = 0
+    axes: jax.Array  # (n_links, 3) joint axis in the joint (= child link) frame
+    multipliers: jax.Array  # (n_links,) joint value = multiplier * q[q_index] + offset
+    offsets: jax.Array  # (n_links,)
+    # Per actuated joint (n_joints,):
+    lower: jax.Array  # position limits; continuous joints report [-pi, pi]
+    upper: jax.Array
+    velocity_limits: jax.Array  # rad/s or m/s; inf where the URDF sets none
+    effort_limits: jax.Array  # N m or N; inf where the URDF sets none
+
+    name: str = _static()
+    link_names: tuple[str, ...] = _static()
+    joint_names: tuple[str, ...] = _static()  # actuated joints
+    continuous: tuple[bool, ...] = _static()  # (n_joints,) unlimited, angle wraps
+    parent_index: tuple[int, ...] = _static()  # (n_links,) -1 for the root
+    joint_type: tuple[int, ...] = _static()  # (n_links,) FIXED, REVOLUTE or PRISMATIC
+    q_index: tuple[int, ...] = _static()  # (n_links,) actuated joint driving the link, or -1
+    link_joint_names: tuple[str, ...] = _static()  # (n_links,) URDF joint name, "" for the root
+    mimic_joint_names: tuple[str, ...] = _static()
+
+    @staticmethod
+    def from_urdf(source: str | os.PathLike, dtype: jnp.dtype = jnp.float32) -> Robot:
+        """Builds the model from a URDF file path or URDF XML text (``robot_description``).
+
+        Args:
+            source: a path to a ``.urdf`` file, or the XML itself.
+            dtype: ``jnp.float32`` (default) or ``jnp.float64`` (needs ``jax_enable_x64``).
+
+        Raises:
+            URDFError: the URDF is malformed; the message says where.
+        """
+        description, _ = read_urdf(source)
+        return Robot.from_description(description, dtype)
+
+    @staticmethod
+    def from_description(description: URDFDescription, dtype: jnp.dtype = jnp.float32) -> Robot:
+        dtype = jnp.dtype(dtype)
+        if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+            raise ValueError(
+                "float64 needs jax_enable_x64: call jax.config.update('jax_enable_x64', True) first"
+            )
+        if dtype not in (jnp.float32, jnp.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+
+        by_name = {j.name: j for j in description.joints}
+        by_child = {j.child: j for j in description.joints}
+        actuated = [j for j in description.joints if j.type != "fixed" and j.mimic_joint is None]
+        actuated_index = {j.name: i for i, j in enumerate(actuated)}
+        link_index = {name: i for i, name in enumerate(description.link_names)}
+
+        n_links = len(description.link_names)
+        origins = np.zeros((n_links, 7))
+        origins[:, 0] = 1.0
+        axes = np.zeros((n_links, 3))
+        axes[:, 0] = 1.0
+        multipliers, offsets = np.ones(n_links), np.zeros(n_links)
+        parent_index, joint_type, q_index, link_joint_names = [], [], [], []
+        for i, link in enumerate(description.link_names):
+            joint = by_child.get(link)
+            if joint is None:  # the root
+                parent_index.append(-1)
+                joint_type.append(FIXED)
+                q_index.append(-1)
+                link_joint_names.append("")
+                continue
+            parent_index.append(link_index[joint.parent])
+            link_joint_names.append(joint.name)
+            origins[i] = jaxlie.SE3.from_matrix(joint.origin).wxyz_xyz
+            axes[i] = joint.axis
+            if joint.type == "fixed":
+                joint_type.append(FIXED)
+                q_index.append(-1)
+                continue
+            joint_type.append(_TYPE_CODE[joint.type])
+            # Resolve mimic chains down to the actuated joint that drives them.
+            source, multiplier, offset = joint, 1.0, 0.0
+            while source.mimic_joint is not None:
+                multiplier, offset = multiplier * source.multiplier, (
+                    multiplier * source.offset + offset
+                )
+                source = by_name[source.mimic_joint]
+            q_index.append(actuated_index[source.name])
+            multipliers[i], offsets[i] = multiplier, offset
+
+        continuous = tuple(j.type == "continuous" for j in actuated)
+        lower = np.array([-np.pi if c else j.lower for j, c in zip(actuated, continuous)])
+        upper = np.array([np.pi if c else j.upper for j, c in zip(actuated, continuous)])
+        return Robot(
+            origins=jnp.asarray(origins, dtype),
+            axes=jnp.asarray(axes, dtype),
+            multipliers=jnp.asarray(multipliers, dtype),
+            offsets=jnp.asarray(offsets, dtype),
+            lower=jnp.asarray(lower, dtype),
+            upper=jnp.asarray(upper, dtype),
+            velocity_limits=jnp.asarray([j.velocity for j in actuated], dtype),
+            effort_limits=jnp.asarray([j.effort for j in actuated], dtype),
+            name=description.name,
+            link_names=description.link_names,
+            joint_names=tuple(j.name for j in actuated),
+            continuous=continuous,
+            parent_index=tuple(parent_index),
+            joint_type=tuple(joint_type),
+            q_index=tuple(q_index),
+            link_joint_names=tuple(link_joint_names),
+            mimic_joint_names=tuple(
+                j.name for j in description.joints if j.type != "fixed" and j.mimic_joint
+            ),
+        )
+
+    # --- sizes and look-ups -------------------------------------------------------------
+
+    @property
+    def n_joints(self) -> int:
+        return len(self.joint_names)
+
+    @property
+    def n_links(self) -> int:
+        return len(self.link_names)
+
+    @property
+    def root_link(self) -> str:
+        return self.link_names[0]
+
+    @property
+    def dtype(self) -> jnp.dtype:
+        return self.origins.dtype
+
+    def link_index(self, link: str) -> int:
+        """Index of a link in ``link_names``; ValueError naming the link if it is unknown."""
+        try:
+            return self.link_names.index(link)
+        except ValueError:
+            raise ValueError(f"unknown link '{link}'; {_some(self.link_names)}") from None
+
+    def joint_index(self, joint: str) -> int:
+        """Index of an actuated joint in ``joint_names``; ValueError if unknown or not actuated."""
+        try:
+            return self.joint_names.index(joint)
+        except ValueError:
+            kind = "a mimic joint" if joint in self.mimic_joint_names else "unknown"
+            if joint in self.link_joint_names and kind == "unknown":
+                kind = "a fixed joint"
+            raise ValueError(
+                f"joint '{joint}' is {kind}, not an actuated joint; actuated: "
+                f"{', '.join(self.joint_names)}"
+            ) from None
+
+    def ancestors(self, link: str | int) -> tuple[int, ...]:
+        """Link indices from the root down to ``link`` (inclusive)."""
+        i = self.link_index(link) if isinstance(link, str) else link
+        chain = []
+        while i >= 0:
+            chain.append(i)
+            i = self.parent_index[i]
+        return tuple(reversed(chain))
+
+    def chain_joints(self, base: str, tip: str) -> tuple[int, ...]:
+        """Actuated joints that move ``tip`` relative to ``base``, sorted.
+
+        Raises ValueError when either link is unknown.
+        """
+        base_path = set(self.ancestors(base))
+        tip_path = set(self.ancestors(tip))
+        moving = base_path.symmetric_difference(tip_path)
+        return tuple(sorted({self.q_index[i] for i in moving if self.q_index[i] >= 0}))
+
+    def subtree(self, links: tuple[str, ...]) -> Robot:
+        """The same robot reduced to the links needed to place ``links`` (their ancestors).
+
+        Configurations keep all ``n_joints`` entries; kinematics of the reduced robot touch only
+        the kept links, which is what a solver for a few tip links wants.
+        """
+        keep = sorted({i for link in links for i in self.ancestors(link)})
+        new_index = {old: new for new, old in enumerate(keep)}
+        pick = np.asarray(keep)
+        return dataclasses.replace(
+            self,
+            origins=self.origins[pick],
+            axes=self.axes[pick],
+            multipliers=self.multipliers[pick],
+            offsets=self.offsets[pick],
+            link_names=tuple(self.link_names[i] for i in keep),
+            parent_index=tuple(
+                -1 if self.parent_index[i] < 0 else new_index[self.parent_index[i]] for i in keep
+            ),
+            joint_type=tuple(self.joint_type[i] for i in keep),
+            q_index=tuple(self.q_index[i] for i in keep),
+            link_joint_names=tuple(self.link_joint_names[i] for i in keep),
+        )
+
+    # --- convenience wrappers over pyroki_ros.kinematics -----------------------------------
+
+    def forward_kinematics(self, q: jax.Array) -> jaxlie.SE3:
+        """Every link's pose in the root frame: wxyz_xyz of shape (*batch, n_links, 7)."""
+        from .kinematics import forward_kinematics
+
+        return forward_kinematics(self, q)
+
+    def random_configurations(
+        self, key: jax.Array, shape: tuple[int, ...] = (), margin: float = 0.0
+    ) -> jax.Array:
+        """Uniform samples inside the limits, shape (*shape, n_joints)."""
+        span = self.upper - self.lower
+        u = jax.random.uniform(key, (*shape, self.n_joints), self.dtype)
+        return self.lower + margin * span + u * (1 - 2 * margin) * span
+
+    def clip(self, q: jax.Array) -> jax.Array:
+        """Wraps continuous joints to [-pi, pi) and clips the others to their limits."""
+        wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
+        mask = jnp.asarray(self.continuous, dtype=bool)
+        return jnp.where(mask, wrapped, jnp.clip(q, self.lower, self.upper))
+
+    def center(self) -> jax.Array:
+        """Midpoint of the limits, (n_joints,)."""
+        return (self.lower + self.upper) / 2
+
+    def describe(self, kind: Literal["short", "long"] = "short") -> str:
+        lines = [f"robot '{self.name}': {self.n_links} links, {self.n_joints} actuated joints"]
+        if kind == "long":
+            for i, j in enumerate(self.joint_names):
+                lines.append(f"  {j}: [{float(self.lower[i]):+.4f}, {float(self.upper[i]):+.4f}]")
+        return "\n".join(lines)
+
+
+def _some(names: tuple[str, ...], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"the robot has: {shown}{more}"
