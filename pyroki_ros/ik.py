@@ -67,8 +67,9 @@ class _Settings:
         scalars = [self.rest_weight, *self.tolerances, self.iterations_per_restart,
                    self.max_iterations, n_valid]
         return np.concatenate(
-            [self.active, self.max_deviation, self.rest, np.asarray(scalars, np.float64)]
-        ).astype(dtype)
+            [self.active, self.max_deviation, self.rest, np.asarray(scalars, np.float64)],
+            dtype=dtype,
+        )
 
     @staticmethod
     def unpack(vector: jax.Array, n: int) -> tuple[_Settings, jax.Array]:
@@ -120,6 +121,32 @@ def _evaluate(robot: Robot, objectives: Objectives, q: jax.Array, settings: _Set
     return ev, jac, cost, converged
 
 
+class _Layout:
+    """Column layout of the packed per-lane records (one array each, so that a select or a
+    scatter over the whole record is one kernel, not one per field)."""
+
+    def __init__(self, n: int, m: int, k: int):
+        self.n, self.m, self.k = n, m, k
+        # accepted point: q, residual, Jacobian, position / orientation errors, cost
+        self.acc = _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
+        # answer record (best point or converged point): q, success, errors, iterations
+        self.out = _slices(q=n, success=1, pos=k, rot=k, iterations=1)
+
+    def acc_width(self) -> int:
+        return self.acc["cost"].stop
+
+    def out_width(self) -> int:
+        return self.out["iterations"].stop
+
+
+def _slices(**sizes: int) -> dict[str, slice]:
+    out, start = {}, 0
+    for name, size in sizes.items():
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
 def _queue_solve(
     robot: Robot,
     objectives: Objectives,
@@ -127,10 +154,17 @@ def _queue_solve(
     n_valid: jax.Array,
     settings: _Settings,
     lanes: int,
-):
-    """Solves problems ``[0, n_valid)`` of the (N, ...) batch with ``lanes`` parallel states."""
+) -> jax.Array:
+    """Solves problems ``[0, n_valid)`` of the (N, ...) batch with ``lanes`` parallel states.
+
+    Returns the answer records (N, n + 2 + 2k): q, success, position and orientation errors
+    per objective, iterations.
+    """
     n_problems, n = seeds.shape
     dtype = seeds.dtype
+    m, k = sum(o.n_rows for o in objectives), len(objectives)
+    layout = _Layout(n, m, k)
+    acc_of, out_of = layout.acc, layout.out
     steps = jnp.asarray(_kronecker_steps(n), dtype)
     lane_ids = jnp.arange(lanes)
 
@@ -145,124 +179,89 @@ def _queue_solve(
         u = jnp.mod(0.5 + restart[:, None] * steps + index[:, None] * (steps * 0.7548776662), 1.0)
         return jnp.where((restart == 0)[:, None], seed, lower + u * (upper - lower))
 
-    first = jnp.minimum(lane_ids, n_valid)  # lanes beyond n_valid start idle
-    first = jnp.where(lane_ids < n_valid, lane_ids, n_problems)
+    first = jnp.where(lane_ids < n_valid, lane_ids, n_problems)  # lanes beyond n_valid idle
     _, seed0, _ = problem(first)
+    empty_acc = jnp.zeros((lanes, layout.acc_width()), dtype).at[:, acc_of["cost"]].set(jnp.inf)
     state = dict(
         index=first,
-        next=jnp.minimum(jnp.asarray(lanes, jnp.int32), n_valid).astype(jnp.int32),
-        q=seed0,
-        restart=jnp.zeros(lanes, jnp.int32),
-        iters_restart=jnp.zeros(lanes, jnp.int32),
-        iters_total=jnp.zeros(lanes, jnp.int32),
+        next=jnp.minimum(jnp.int32(lanes), n_valid),
+        counters=jnp.zeros((lanes, 3), jnp.int32),  # restart, iterations in restart, in total
         lam=jnp.full(lanes, 1e-2, dtype),
-        acc_q=seed0,
-        acc_cost=jnp.full(lanes, jnp.inf, dtype),
-        acc_residual=jnp.zeros((lanes, sum(o.n_rows for o in objectives)), dtype),
-        acc_jacobian=jnp.zeros((lanes, sum(o.n_rows for o in objectives), n), dtype),
-        acc_pos=jnp.zeros((lanes, len(objectives)), dtype),
-        acc_rot=jnp.zeros((lanes, len(objectives)), dtype),
-        best_q=seed0,
-        best_cost=jnp.full(lanes, jnp.inf, dtype),
-        best_pos=jnp.full((lanes, len(objectives)), jnp.inf, dtype),
-        best_rot=jnp.full((lanes, len(objectives)), jnp.inf, dtype),
-        out_q=seeds,
-        out_success=jnp.zeros(n_problems, bool),
-        out_pos=jnp.full((n_problems, len(objectives)), jnp.inf, dtype),
-        out_rot=jnp.full((n_problems, len(objectives)), jnp.inf, dtype),
-        out_iters=jnp.zeros(n_problems, jnp.int32),
+        q=seed0,
+        acc=empty_acc,
+        best=empty_acc,
+        out=jnp.zeros((n_problems, layout.out_width()), dtype),
     )
 
     def body(s):
         live = s["index"] < n_valid
         targets, seed, (lower, upper, wraps) = problem(s["index"])
         ev, jac, cost, converged = _evaluate(robot, targets, s["q"], settings)
-
-        better = cost < s["acc_cost"]
-        pick = lambda new, old: jnp.where(better.reshape(-1, *[1] * (new.ndim - 1)), new, old)  # noqa: E731
-        acc_q = pick(s["q"], s["acc_q"])
-        acc_cost = jnp.where(better, cost, s["acc_cost"])
-        acc_residual = pick(ev.residual, s["acc_residual"])
-        acc_jacobian = pick(jac, s["acc_jacobian"])
-        acc_pos = pick(ev.position_error, s["acc_pos"])
-        acc_rot = pick(ev.orientation_error, s["acc_rot"])
-        done = jnp.where(better, converged, False)  # converged at a freshly accepted point
-        lam = jnp.where(better, jnp.maximum(s["lam"] * 0.25, 1e-7), s["lam"] * 4.0)
-
-        improved_best = acc_cost < s["best_cost"]
-        keep = lambda new, old: jnp.where(  # noqa: E731
-            improved_best.reshape(-1, *[1] * (new.ndim - 1)), new, old
+        record = jnp.concatenate(
+            [s["q"], ev.residual, jac.reshape(lanes, -1), ev.position_error,
+             ev.orientation_error, cost[:, None]], axis=1,
         )
-        best_q, best_cost = keep(acc_q, s["best_q"]), jnp.minimum(acc_cost, s["best_cost"])
-        best_pos, best_rot = keep(acc_pos, s["best_pos"]), keep(acc_rot, s["best_rot"])
+        better = cost < s["acc"][:, acc_of["cost"].start]
+        acc = jnp.where(better[:, None], record, s["acc"])
+        done = better & converged  # converged at a freshly accepted point
+        lam = jnp.where(better, jnp.maximum(s["lam"] * 0.25, 1e-7), s["lam"] * 4.0)
+        improved = acc[:, acc_of["cost"].start] < s["best"][:, acc_of["cost"].start]
+        best = jnp.where(improved[:, None], acc, s["best"])
 
-        iters_restart = s["iters_restart"] + 1
-        iters_total = s["iters_total"] + 1
+        restarts, iters_restart, iters_total = (s["counters"][:, i] for i in range(3))
+        iters_restart, iters_total = iters_restart + 1, iters_total + 1
         finish = live & (done | (iters_total >= settings.max_iterations))
         restart = live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
 
-        # Finished lanes write their answer (converged point, else the best over restarts).
-        write = jnp.where(finish, s["index"], n_problems)
-        answer = lambda a, b: jnp.where(done.reshape(-1, *[1] * (a.ndim - 1)), a, b)  # noqa: E731
-        out_q = s["out_q"].at[write].set(answer(acc_q, best_q), mode="drop")
-        out_success = s["out_success"].at[write].set(done, mode="drop")
-        out_pos = s["out_pos"].at[write].set(answer(acc_pos, best_pos), mode="drop")
-        out_rot = s["out_rot"].at[write].set(answer(acc_rot, best_rot), mode="drop")
-        out_iters = s["out_iters"].at[write].set(iters_total, mode="drop")
+        # Finished lanes write their answer (the converged point, else the best over restarts).
+        answer = jnp.where(done[:, None], acc, best)
+        rows = jnp.concatenate(
+            [answer[:, acc_of["q"]], done[:, None].astype(dtype), answer[:, acc_of["pos"]],
+             answer[:, acc_of["rot"]], iters_total[:, None].astype(dtype)], axis=1,
+        )
+        out = s["out"].at[jnp.where(finish, s["index"], n_problems)].set(rows, mode="drop")
 
         # ... and take the next problems from the queue, in lane order.
-        rank = jnp.cumsum(finish) - 1
-        index = jnp.where(finish, s["next"] + rank, s["index"])
+        index = jnp.where(finish, s["next"] + jnp.cumsum(finish) - 1, s["index"])
         next_problem = s["next"] + jnp.sum(finish, dtype=jnp.int32)
-        fresh = finish
         _, new_seed, (new_lower, new_upper, _) = problem(index)
-        restart_count = jnp.where(fresh, 0, s["restart"] + restart.astype(jnp.int32))
-        reset = fresh | restart
-        start = restart_point(index, restart_count, new_seed, new_lower, new_upper)
+        restarts = jnp.where(finish, 0, restarts + restart.astype(jnp.int32))
+        reset = finish | restart
+        start = restart_point(index, restarts, new_seed, new_lower, new_upper)
 
         # LM step from the accepted point, joints on a limit pushed outward frozen.
+        acc_q = acc[:, acc_of["q"]]
+        residual = acc[:, acc_of["residual"]]
+        jacobian = acc[:, acc_of["jacobian"]].reshape(lanes, m, n)
         # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
-        gradient = jnp.sum(acc_jacobian * acc_residual[:, :, None], axis=1)
+        gradient = jnp.sum(jacobian * residual[:, :, None], axis=1)
         gradient = gradient + settings.rest_weight * (acc_q - settings.rest) * settings.active
         on_lower = (acc_q <= lower) & (gradient > 0)
         on_upper = (acc_q >= upper) & (gradient < 0)
-        free = settings.active & (wraps | ~(on_lower | on_upper)) & (upper > lower)
-        free_f = free.astype(dtype)
-        jf = acc_jacobian * free_f[:, None, :]
+        free = (settings.active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(dtype)
+        jf = jacobian * free[:, None, :]
         hessian = jnp.sum(jf[:, :, :, None] * jf[:, :, None, :], axis=1)
-        diagonal = lam[:, None] + settings.rest_weight * free_f
+        diagonal = lam[:, None] + settings.rest_weight * free + (1.0 - free)
         hessian = hessian + diagonal[:, :, None] * jnp.eye(n, dtype=dtype)
-        step = solve_spd(hessian, -gradient * free_f) * free_f
+        step = solve_spd(hessian, -gradient * free) * free
         stepped = _into_bounds(acc_q + step, lower, upper, wraps)
 
-        as_lanes = lambda x: x[:, None]  # noqa: E731
         return dict(
             index=index,
             next=next_problem,
-            q=jnp.where(as_lanes(reset), start, stepped),
-            restart=restart_count,
-            iters_restart=jnp.where(reset, 0, iters_restart),
-            iters_total=jnp.where(fresh, 0, iters_total),
+            counters=jnp.stack(
+                [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)],
+                axis=1,
+            ),
             lam=jnp.where(reset, 1e-2, lam),
-            acc_q=acc_q,
-            acc_cost=jnp.where(reset, jnp.inf, acc_cost),
-            acc_residual=acc_residual,
-            acc_jacobian=acc_jacobian,
-            acc_pos=acc_pos,
-            acc_rot=acc_rot,
-            best_q=best_q,
-            best_cost=jnp.where(fresh, jnp.inf, best_cost),
-            best_pos=best_pos,
-            best_rot=best_rot,
-            out_q=out_q,
-            out_success=out_success,
-            out_pos=out_pos,
-            out_rot=out_rot,
-            out_iters=out_iters,
+            q=jnp.where(reset[:, None], start, stepped),
+            acc=jnp.where(reset[:, None], empty_acc, acc),
+            best=jnp.where(finish[:, None], empty_acc, best),
+            out=out,
         )
 
     state = jax.lax.while_loop(lambda s: jnp.any(s["index"] < n_valid), body, state)
-    return state["out_q"], state["out_success"], state["out_pos"], state["out_rot"], state["out_iters"]
+    return state["out"]
 
 
 _FIELDS = (("target", 7), ("axis", 3), ("local_point", 3), ("local_axis", 3), ("weights", 2))
@@ -290,13 +289,7 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_v
             obj.Objective(**fields, kind=kind, link=link, reference=reference, align_axis=align_axis)
         )
     settings, n_valid = _Settings.unpack(settings_vector, n)
-    q, success, pos, rot, iters = _queue_solve(
-        robot, tuple(objectives), params[:, :n], n_valid, settings, lanes
-    )
-    dtype = q.dtype
-    return jnp.concatenate(
-        [q, success[:, None].astype(dtype), pos, rot, iters[:, None].astype(dtype)], axis=1
-    )
+    return _queue_solve(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
 
 
 def _bucket(n: int) -> int:
@@ -328,6 +321,7 @@ class IKSolver:
         # Host copies, so that a call does no device round trip before the solve itself.
         self._lower = np.asarray(robot.lower, np.float64)
         self._upper = np.asarray(robot.upper, np.float64)
+        self._center = (self._lower + self._upper) / 2
         self._dtype = np.dtype(robot.dtype)
 
     def program(self, structure: tuple, size: int):
@@ -435,32 +429,36 @@ class IKSolver:
         objectives = tuple(objectives)
         obj.validate(robot, objectives, check_values=False)  # values: checked once packed
         settings = self._cached_settings(options)
-        seed = (self._lower + self._upper) / 2 if seed is None else np.asarray(seed, np.float64)
-        if seed.ndim == 0 or seed.shape[-1] != robot.n_joints:
-            raise ValueError(f"seed must have shape (*batch, {robot.n_joints}), got {seed.shape}")
-        if not np.all(np.isfinite(seed)):
-            raise ValueError("seed contains NaN or infinite values")
+        n = robot.n_joints
+        if seed is None:
+            seed = self._center
+        else:
+            seed = np.asarray(seed, np.float64)
+            if seed.ndim == 0 or seed.shape[-1] != n:
+                raise ValueError(f"seed must have shape (*batch, {n}), got {seed.shape}")
+            seed = np.clip(seed, self._lower, self._upper)  # NaN survives: checked below
+        shapes = {seed.shape[:-1]} | {o.batch_shape for o in objectives}
         try:
-            batch = np.broadcast_shapes(seed.shape[:-1], *(o.batch_shape for o in objectives))
+            batch = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
         except ValueError:
             raise ValueError(
                 "objectives and seed have batch shapes that do not broadcast: "
                 f"{[o.batch_shape for o in objectives]} and {seed.shape[:-1]}"
             ) from None
-        count = int(np.prod(batch))
+        count = math.prod(batch)
         if count == 0:
             raise ValueError("empty batch: nothing to solve")
-        size = _bucket(count)
-        n = robot.n_joints
 
-        columns = [np.clip(seed, self._lower, self._upper)]
+        columns = [seed]
         for o in objectives:
-            columns.extend(np.asarray(getattr(o, name)) for name, _ in _FIELDS)
+            columns += [o.target, o.axis, o.local_point, o.local_axis, o.weights]
         if batch != ():
             columns = [np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns]
         params = np.concatenate(columns, axis=-1, dtype=self._dtype).reshape(count, -1)
-        if not np.all(np.isfinite(params[:, robot.n_joints :])):
-            raise ValueError("objective targets, axes, points or weights contain NaN or inf")
+        if not np.isfinite(params).all():
+            what = "seed" if not np.isfinite(params[:, :n]).all() else "objective values"
+            raise ValueError(f"{what} contain NaN or infinite values")
+        size = _bucket(count)
         if size > count:
             params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
         program = self.program(tuple(_structure(o) for o in objectives), size)

@@ -61,6 +61,18 @@ def compose(a: tuple[Quat, Vec], b: tuple[Quat, Vec]) -> tuple[Quat, Vec]:
     return qmul(qa, qb), (pa[0] + r[0], pa[1] + r[1], pa[2] + r[2])
 
 
+def materialize(parts: tuple) -> tuple:
+    """Stacks component arrays, computes them once, and splits them again.
+
+    XLA fuses element-wise producers into every consumer, recomputing them; with component
+    tuples feeding many consumers (a pose feeds 7 outputs and several Jacobian rows) that
+    multiplied the work per iteration several times over. The optimization barrier makes
+    XLA materialize the stack once.
+    """
+    stacked = jax.lax.optimization_barrier(jnp.stack(parts, axis=0))
+    return tuple(stacked[i] for i in range(len(parts)))
+
+
 def split(x: jax.Array) -> tuple[jax.Array, ...]:
     """Last axis of ``x`` into a tuple of components."""
     return tuple(x[..., i] for i in range(x.shape[-1]))
@@ -101,7 +113,8 @@ def _local_frames(robot: Robot, q: jax.Array) -> tuple[Quat, Vec]:
     motion_q = (c, s * ax, s * ay, s * az)
     origin_q, origin_p = split(robot.origins[:, :4]), split(robot.origins[:, 4:])
     moved = rotate(origin_q, (shift * ax, shift * ay, shift * az))
-    return qmul(origin_q, motion_q), tuple(o + m for o, m in zip(origin_p, moved))
+    parts = materialize(qmul(origin_q, motion_q) + tuple(o + m for o, m in zip(origin_p, moved)))
+    return parts[:4], parts[4:]
 
 
 def link_frames(robot: Robot, q: jax.Array) -> tuple[Quat, Vec]:
@@ -111,14 +124,17 @@ def link_frames(robot: Robot, q: jax.Array) -> tuple[Quat, Vec]:
     2^k-th ancestor, so a tree of depth d takes ceil(log2 d) rounds of element-wise work.
     """
     q = _check_q(robot, q)
-    frames = _local_frames(robot, q)
+    quat, pos = _local_frames(robot, q)
     ancestor = np.maximum(np.asarray(robot.parent_index), 0)  # the root points at itself
     while np.any(ancestor != 0):
-        # Only links whose ancestor is not yet the root need work; the rest are final.
-        (aq, ap) = tuple(tuple(c[..., ancestor] for c in part) for part in frames)
-        frames = compose((aq, ap), frames)
+        # One gather of all seven components per round: (*batch, 7, n_links).
+        stacked = jnp.stack(quat + pos, axis=-2)[..., ancestor]
+        parts = tuple(stacked[..., i, :] for i in range(7))
+        quat, pos = compose((parts[:4], parts[4:]), (quat, pos))
+        composed = materialize(quat + pos)
+        quat, pos = composed[:4], composed[4:]
         ancestor = ancestor[ancestor]
-    return frames
+    return quat, pos
 
 
 def forward_kinematics(robot: Robot, q: jax.Array) -> jaxlie.SE3:
@@ -155,7 +171,7 @@ def _columns_to_joints(robot: Robot, link_columns: jax.Array, on_path: np.ndarra
     for k in range(depth):
         scale = jnp.where(used[k], robot.multipliers[table[k]], 0.0)
         total = total + link_columns[..., table[k]] * scale
-    return total
+    return total  # (*batch, ..., n_joints)
 
 
 def jacobian_rows(robot: Robot, frames: tuple[Quat, Vec], link: int) -> tuple[Vec, Vec]:
@@ -173,10 +189,11 @@ def jacobian_rows(robot: Robot, frames: tuple[Quat, Vec], link: int) -> tuple[Ve
     swept = cross(axis, lever)
     linear = tuple(jnp.where(revolute, s, jnp.where(prismatic, a, 0.0)) for s, a in zip(swept, axis))
     angular = tuple(jnp.where(revolute, a, 0.0) for a in axis)
-    return (
-        tuple(_columns_to_joints(robot, c, on_path) for c in linear),
-        tuple(_columns_to_joints(robot, c, on_path) for c in angular),
-    )
+    # All six rows in one array, so the link -> joint gather runs once: (*batch, 6, n_joints).
+    columns = _columns_to_joints(robot, jnp.stack(linear + angular, axis=-2), on_path)
+    columns = jax.lax.optimization_barrier(columns)  # see materialize()
+    rows = tuple(columns[..., i, :] for i in range(6))
+    return rows[:3], rows[3:]
 
 
 def jacobian_from_frames(robot: Robot, frames: tuple[Quat, Vec], link: int) -> jax.Array:

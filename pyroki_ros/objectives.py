@@ -80,7 +80,12 @@ def _xp(*values):
     return jnp if traced else np
 
 
+_DEFAULTS: dict = {}  # id of a default argument -> its checked array (saves host work)
+
+
 def _vec(x, size: int, name: str, xp=np):
+    if xp is np and isinstance(x, tuple) and (id(x), name) in _DEFAULTS:
+        return _DEFAULTS[id(x), name]
     x = xp.asarray(x, dtype=xp.float64 if xp is np else None)
     if x.ndim == 0 or x.shape[-1] != size:
         raise ValueError(f"{name} must have shape (*batch, {size}), got {x.shape}")
@@ -90,6 +95,8 @@ def _vec(x, size: int, name: str, xp=np):
 
 
 def _unit(x, name: str, xp=np):
+    if xp is np and isinstance(x, tuple) and (id(x), name) in _DEFAULTS:
+        return _DEFAULTS[id(x), name]
     x = _vec(x, x_size := (4 if name == "wxyz" else 3), name, xp)
     norm = xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
     if xp is np and np.any(norm < 1e-9):
@@ -98,15 +105,21 @@ def _unit(x, name: str, xp=np):
     return x / norm
 
 
+_Z, _ZERO, _IDENTITY = (0.0, 0.0, 1.0), (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
+for _value, _name in ((_Z, "axis"), (_Z, "local_axis"), (_ZERO, "local_point"),
+                      (_ZERO, "position"), (_IDENTITY, "wxyz")):
+    _DEFAULTS[id(_value), _name] = np.asarray(_value, np.float64)
+
+
 def _make(
     kind: Kind,
     link: str,
     *,
     position=None,
     wxyz=None,
-    axis=(0.0, 0.0, 1.0),
-    local_point=(0.0, 0.0, 0.0),
-    local_axis=(0.0, 0.0, 1.0),
+    axis=_Z,
+    local_point=_ZERO,
+    local_axis=_Z,
     reference: str | None = None,
     position_weight=1.0,
     orientation_weight=0.1,
@@ -114,16 +127,19 @@ def _make(
 ) -> Objective:
     if not isinstance(link, str) or not link:
         raise ValueError(f"link must be a link name, got {link!r}")
-    position = (0.0, 0.0, 0.0) if position is None else position
-    wxyz = (1.0, 0.0, 0.0, 0.0) if wxyz is None else wxyz
+    position = _ZERO if position is None else position
+    wxyz = _IDENTITY if wxyz is None else wxyz
     xp = _xp(position, wxyz, axis, local_point, local_axis, position_weight, orientation_weight)
     position = _vec(position, 3, "position", xp)
     wxyz = _unit(wxyz, "wxyz", xp)
     axis, local_axis = _unit(axis, "axis", xp), _unit(local_axis, "local_axis", xp)
     local_point = _vec(local_point, 3, "local_point", xp)
-    weights = xp.stack(xp.broadcast_arrays(xp.asarray(position_weight, dtype=position.dtype),
-                                           xp.asarray(orientation_weight, dtype=position.dtype)), -1)
-    if xp is np and (not np.all(np.isfinite(weights)) or np.any(weights < 0)):
+    if xp is np and np.isscalar(position_weight) and np.isscalar(orientation_weight):
+        weights = np.array([position_weight, orientation_weight], np.float64)
+    else:
+        weights = xp.stack(xp.broadcast_arrays(xp.asarray(position_weight, dtype=position.dtype),
+                                               xp.asarray(orientation_weight, dtype=position.dtype)), -1)
+    if xp is np and (not np.isfinite(weights).all() or (weights < 0).any()):
         raise ValueError("weights must be finite and >= 0")
     fields = (wxyz, position, axis, local_point, local_axis, weights)
     batch = np.broadcast_shapes(*(f.shape[:-1] for f in fields))
@@ -351,7 +367,10 @@ def evaluate_one(
         add(_sub(axis, goal), k.cross(jw, _expand(axis)), w_rot)  # d axis = w x axis
         rot_err = _angle_between(axis, goal)
 
-    return jnp.stack(rows, -1), jnp.stack(jac_rows, -2), pos_err, rot_err
+    # Computed once, whatever consumes them (see kinematics.materialize).
+    return jax.lax.optimization_barrier(
+        (jnp.stack(rows, -1), jnp.stack(jac_rows, -2), pos_err, rot_err)
+    )
 
 
 def evaluate_frames(

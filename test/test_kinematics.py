@@ -251,7 +251,8 @@ RPY_CHAIN = (
 
 TOYS = '<robot name="toys"><link name="world"/>' + PLANAR + PRISMATIC + MIMIC + RPY_CHAIN + "</robot>"
 TOY_JOINTS = ("q1", "q2", "d", "r", "j", "s", "c")  # actuated, document order
-TOY_LINKS = ("l1", "l2", "tip", "slider", "ptip", "B", "D", "S2", "L3")  # Jacobians evaluated
+# Links whose Jacobians are evaluated (each one costs about a second of compile time).
+TOY_LINKS = ("tip", "ptip", "D", "S2")
 
 
 class Evaluated:
@@ -289,14 +290,14 @@ def toys():
 def panda():
     robot = Robot.from_urdf(urdf_path("panda"))
     q = robot.random_configurations(jax.random.PRNGKey(3), (5,))
-    return Evaluated(robot, q, ("panda_link0", "panda_link4", "panda_hand_tcp", "panda_rightfinger"))
+    return Evaluated(robot, q, ("panda_hand_tcp", "panda_rightfinger"))
 
 
 @pytest.fixture(scope="module")
 def ur5():
     robot = Robot.from_urdf(urdf_path("ur5"))
     q = robot.random_configurations(jax.random.PRNGKey(4), (5,))
-    return Evaluated(robot, q, ("wrist_2_link", "tool0"))
+    return Evaluated(robot, q, ("tool0",))
 
 
 ALL = ["toys", "panda", "ur5"]
@@ -335,13 +336,6 @@ def test_planar_jacobian_closed_form(toys):
         expected[:, i1] = [-L1 * s1 - L2 * s12, L1 * c1 + L2 * c12, 0, 0, 0, 1]
         expected[:, i2] = [-L2 * s12, L2 * c12, 0, 0, 0, 1]
         np.testing.assert_allclose(toys.jacobian(b, "tip"), expected, atol=1e-5)
-        # The elbow link's origin is on the q2 axis: q2 only turns it.
-        expected[:, i1] = [-L1 * s1, L1 * c1, 0, 0, 0, 1]
-        expected[:, i2] = [0, 0, 0, 0, 0, 1]
-        np.testing.assert_allclose(toys.jacobian(b, "l2"), expected, atol=1e-5)
-        expected[:, i1] = [0, 0, 0, 0, 0, 1]
-        expected[:, i2] = 0
-        np.testing.assert_allclose(toys.jacobian(b, "l1"), expected, atol=1e-6)
 
 
 def test_prismatic_along_rotated_axis(toys):
@@ -499,10 +493,9 @@ def test_link_jacobian_matches_autodiff(name, request):
     assert largest > 0.1
 
 
-def test_jacobian_of_root_and_first_axis(panda):
-    np.testing.assert_array_equal(panda.jacobian(0, "panda_link0"), 0.0)
+def test_first_joint_turns_about_base_z(panda):
     # Joint 1 turns about the base z axis: angular column 0 of every moving link.
-    for link in ("panda_link4", "panda_hand_tcp", "panda_rightfinger"):
+    for link in panda.links:
         for b in range(len(panda.q)):
             np.testing.assert_allclose(panda.jacobian(b, link)[3:, 0], [0, 0, 1], atol=1e-6)
 

@@ -1,0 +1,624 @@
+#!/usr/bin/env python3
+"""Forward-kinematics benchmark: pyroki_ros (JAX) vs pytorch-kinematics vs Pinocchio.
+
+Every library computes the pose of every link of the robot (default: the bundled Panda,
+13 links) for the same joint configurations (uniform inside the joint limits, fixed seed),
+at batch sizes 1, 1,000 and 100,000. One invocation runs everything and prints one markdown
+report; ``--markdown FILE`` also writes it to a file.
+
+Each library (and each JAX variant: dtype x XLA flags) runs in its own subprocess, so
+``XLA_FLAGS`` are set before JAX is imported, compile times are those of a fresh process,
+and thread settings do not leak between libraries. The subprocesses run one after the other.
+
+Timing:
+  * JAX: ``jax.jit(forward_kinematics)`` called as a user would (robot and q as arguments);
+    the first call (trace + compile + run) is reported as "first call"; then warm-up calls;
+    every timed call ends with ``block_until_ready``.
+  * pytorch-kinematics: ``build_chain_from_urdf`` + ``chain.forward_kinematics(th)`` on CPU,
+    float32, ``torch.set_num_threads(--threads)``.
+  * Pinocchio: a Python loop over the batch of ``forwardKinematics`` +
+    ``updateFramePlacements`` (float64; Pinocchio's Python API has no batched FK).
+  The reported time per call is the median over the timed repeats (a repeat is one call on
+  the whole batch; at least ``--min-repeats`` and at least ``--min-seconds`` of calls).
+
+Cross-check: every library's link positions and rotation matrices for the first
+``--check-batch`` configurations are compared with a reference (Pinocchio if present, else
+JAX float64, else the first row), and the largest differences are reported.
+
+Run from the repository root, e.g.::
+
+    python3 bench/fk_benchmark.py --markdown docs/benchmarks/fk.md
+
+Requirements beyond the package's: bench/requirements.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_URDF = REPO / "pyroki_ros" / "robots" / "panda.urdf"
+
+# Named sets of XLA flags for the JAX variants ("DTYPE" or "DTYPE:PRESET" in --jax-variants).
+XLA_PRESETS = {
+    "default": "",
+    # Turn off XLA:CPU's YNNPACK fusions (reported faster for large batches on this CPU).
+    "ynn-off": "--xla_cpu_experimental_ynn_fusion_type=",
+    # ... and use the legacy (non-MLIR) loop-fusion emitters.
+    "ynn-off+legacy": "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_use_fusion_emitters=false",
+}
+BEGIN, END = "<!-- fk_benchmark:begin -->", "<!-- fk_benchmark:end -->"
+
+
+# ----------------------------------------------------------------------------------------
+# timing helpers (used by the workers)
+
+
+def _time_calls(fn, min_repeats: int, min_seconds: float, max_repeats: int) -> list[float]:
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < max_repeats and (
+        len(times) < min_repeats or time.perf_counter() - start < min_seconds
+    ):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _summary(times: list[float], batch: int) -> dict:
+    t = np.asarray(times)
+    median = float(np.median(t))
+    return {
+        "batch": batch,
+        "median_s": median,
+        "p10_s": float(np.percentile(t, 10)),
+        "p90_s": float(np.percentile(t, 90)),
+        "repeats": len(times),
+        "throughput": batch / median,
+    }
+
+
+def _quat_wxyz_to_matrix(q: np.ndarray) -> np.ndarray:
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# workers: each runs in its own process and writes <out>.json and <out>.npz
+
+
+def _worker_jax(args) -> dict:
+    # XLA_FLAGS were put into the environment by the parent before this process started.
+    import jax
+
+    if args.dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    sys.path.insert(0, str(REPO))
+    from pyroki_ros import Robot, forward_kinematics
+
+    impls = {"pyroki_ros": forward_kinematics}
+    for spec in args.jax_fk or []:
+        path, func = spec.rsplit(":", 1)
+        module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        impls[f"{Path(path).stem}.{func}"] = getattr(module, func)
+
+    dtype = jnp.float32 if args.dtype == "float32" else jnp.float64
+    configs = np.load(args.configs)
+    devices = [("cpu", jax.devices("cpu")[0])]
+    try:
+        devices += [("gpu", d) for d in jax.devices("gpu")[:1]]
+    except RuntimeError:
+        pass
+
+    rows, poses = [], {}
+    for impl_name, impl in impls.items():
+        for device_name, device in devices:
+            robot = jax.device_put(Robot.from_urdf(args.urdf, dtype=dtype), device)
+            fk = jax.jit(impl)
+
+            def call(q, fk=fk, robot=robot):
+                out = fk(robot, q)
+                out = getattr(out, "wxyz_xyz", out)
+                return out.block_until_ready()
+
+            results = []
+            for batch in args.batches:
+                q = jax.device_put(jnp.asarray(configs[:batch], dtype), device)
+                t0 = time.perf_counter()
+                call(q)
+                first = time.perf_counter() - t0
+                for _ in range(args.warmup):
+                    call(q)
+                res = _summary(
+                    _time_calls(lambda q=q: call(q), args.min_repeats, args.min_seconds,
+                                args.max_repeats),
+                    batch,
+                )
+                res["first_call_s"] = first
+                results.append(res)
+            key = f"{impl_name}/{device_name}"
+            q = jax.device_put(jnp.asarray(configs[: args.check_batch], dtype), device)
+            out = np.asarray(call(q), np.float64)
+            poses[key] = (out[..., 4:], _quat_wxyz_to_matrix(out[..., :4]))
+            rows.append(
+                {
+                    "key": key,
+                    "library": "pyroki_ros (JAX)" if impl_name == "pyroki_ros" else impl_name,
+                    "device": device_name,
+                    "device_kind": device.device_kind,
+                    "dtype": args.dtype,
+                    "results": results,
+                }
+            )
+    return {"rows": rows, "poses": poses, "versions": {"jax": jax.__version__}}
+
+
+def _worker_torch(args) -> dict:
+    import pytorch_kinematics as pk
+    import torch
+
+    torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(REPO))
+    link_names, joint_names, _ = _robot_summary(args.urdf)
+    configs = np.load(args.configs)
+    with open(args.urdf) as f:
+        chain = pk.build_chain_from_urdf(f.read()).to(dtype=torch.float32, device="cpu")
+    # pytorch-kinematics has no mimic joints: every movable joint is an input; copy the
+    # driving joint's value (multiplier 1 and offset 0 on the Panda) into mimic inputs.
+    columns = _mimic_columns(args.urdf, joint_names, chain.get_joint_parameter_names())
+
+    def call(th):
+        out = chain.forward_kinematics(th)
+        return [out[name].get_matrix() for name in link_names]
+
+    results = []
+    for batch in args.batches:
+        th = torch.as_tensor(configs[:batch][:, columns], dtype=torch.float32)
+        t0 = time.perf_counter()
+        call(th)
+        first = time.perf_counter() - t0
+        for _ in range(args.warmup):
+            call(th)
+        res = _summary(
+            _time_calls(lambda th=th: call(th), args.min_repeats, args.min_seconds,
+                        args.max_repeats),
+            batch,
+        )
+        res["first_call_s"] = first
+        results.append(res)
+    th = torch.as_tensor(configs[: args.check_batch][:, columns], dtype=torch.float32)
+    mats = np.stack([m.numpy() for m in call(th)], axis=1).astype(np.float64)  # (B, L, 4, 4)
+    row = {
+        "key": "pytorch_kinematics/cpu",
+        "library": "pytorch-kinematics",
+        "device": "cpu",
+        "device_kind": f"torch threads={torch.get_num_threads()}",
+        "dtype": "float32",
+        "results": results,
+    }
+    versions = {"torch": torch.__version__, "pytorch_kinematics": _dist_version("pytorch_kinematics")}
+    return {"rows": [row], "poses": {row["key"]: (mats[..., :3, 3], mats[..., :3, :3])},
+            "versions": versions}
+
+
+def _worker_pin(args) -> dict:
+    import pinocchio as pin
+
+    sys.path.insert(0, str(REPO))
+    link_names, joint_names, _ = _robot_summary(args.urdf)
+    configs = np.load(args.configs)
+    model = pin.buildModelFromUrdf(str(args.urdf), mimic=True)
+    data = model.createData()
+    frame_ids = [model.getFrameId(name, pin.BODY) for name in link_names]
+    # Pinocchio's q order: its joints' idx_q; mimic joints take no q entry with mimic=True.
+    qmap = np.array([model.joints[model.getJointId(name)].idx_q for name in joint_names])
+    if model.nq != len(joint_names):
+        raise RuntimeError(f"Pinocchio nq={model.nq}, expected {len(joint_names)}")
+
+    def to_pin(q):
+        out = np.zeros((q.shape[0], model.nq))
+        out[:, qmap] = q
+        return np.ascontiguousarray(out)
+
+    def call(qs):
+        for q in qs:
+            pin.forwardKinematics(model, data, q)
+            pin.updateFramePlacements(model, data)
+
+    results = []
+    for batch in args.batches:
+        qs = to_pin(configs[:batch])
+        t0 = time.perf_counter()
+        call(qs)
+        first = time.perf_counter() - t0
+        for _ in range(min(args.warmup, 1)):
+            call(qs)
+        res = _summary(
+            _time_calls(lambda qs=qs: call(qs), args.min_repeats, args.min_seconds,
+                        args.max_repeats),
+            batch,
+        )
+        res["first_call_s"] = first
+        results.append(res)
+    positions, rotations = [], []
+    for q in to_pin(configs[: args.check_batch]):
+        pin.forwardKinematics(model, data, q)
+        pin.updateFramePlacements(model, data)
+        positions.append([data.oMf[i].translation.copy() for i in frame_ids])
+        rotations.append([data.oMf[i].rotation.copy() for i in frame_ids])
+    row = {
+        "key": "pinocchio/cpu",
+        "library": "Pinocchio",
+        "device": "cpu",
+        "device_kind": "1 thread, Python loop",
+        "dtype": "float64",
+        "results": results,
+    }
+    return {"rows": [row], "poses": {row["key"]: (np.array(positions), np.array(rotations))},
+            "versions": {"pin": pin.__version__}}
+
+
+def _robot_summary(urdf: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+    """Link names, actuated joint names and (2, n_joints) limits, via pyroki_ros's parser."""
+    from pyroki_ros.urdf import read_urdf
+
+    description, _ = read_urdf(str(urdf))
+    actuated = [j for j in description.joints if j.type != "fixed" and j.mimic_joint is None]
+    limits = []
+    for j in actuated:
+        if j.type == "continuous":
+            limits.append((-math.pi, math.pi))
+        else:
+            limits.append((j.lower, j.upper))
+    return tuple(description.link_names), tuple(j.name for j in actuated), np.array(limits).T
+
+
+def _mimic_columns(urdf: Path, joint_names, wanted) -> list[int]:
+    """For each name in ``wanted``, the column of ``joint_names`` that drives it."""
+    from pyroki_ros.urdf import read_urdf
+
+    description, _ = read_urdf(str(urdf))
+    by_name = {j.name: j for j in description.joints}
+    columns = []
+    for name in wanted:
+        joint = by_name[name]
+        while joint.mimic_joint is not None:
+            if joint.multiplier != 1.0 or joint.offset != 0.0:
+                raise NotImplementedError(f"mimic joint {joint.name} with multiplier/offset")
+            joint = by_name[joint.mimic_joint]
+        columns.append(joint_names.index(joint.name))
+    return columns
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "n/a"
+
+
+def _run_worker(args) -> None:
+    result = {"jax": _worker_jax, "torch": _worker_torch, "pin": _worker_pin}[args.worker](args)
+    poses = result.pop("poses")
+    np.savez(args.out + ".npz", **{f"{k}|pos": v[0] for k, v in poses.items()},
+             **{f"{k}|rot": v[1] for k, v in poses.items()})
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f)
+
+
+# ----------------------------------------------------------------------------------------
+# the parent: configurations, subprocesses, cross-check, report
+
+
+def _machine() -> dict:
+    info = {"cpu": platform.processor() or "unknown"}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        fields = dict(re.findall(r"^(model name|cpu family|model|flags)\s*:\s*(.*)$", text, re.M))
+        info["cpu"] = fields.get("model name", info["cpu"])
+        info["cpu_family_model"] = f"family {fields.get('cpu family')}, model {fields.get('model')}"
+        flags = fields.get("flags", "").split()
+        info["simd"] = " ".join(f for f in ("avx2", "fma", "avx512f", "amx_tile") if f in flags)
+    except OSError:
+        pass
+    info["logical_cpus"] = os.cpu_count()
+    info["usable_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    try:
+        mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
+        info["memory_gib"] = round(int(mem) / 2**20, 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    info["os"] = platform.platform()
+    info["python"] = platform.python_version()
+    return info
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _fmt_rate(rate: float) -> str:
+    if rate >= 1e6:
+        return f"{rate / 1e6:.2f} M/s"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.1f} k/s"
+    return f"{rate:.0f} /s"
+
+
+def _label(row: dict) -> str:
+    label = f"{row['library']} {row['dtype']}"
+    if row.get("preset") and row["preset"] != "default":
+        label += f" [{row['preset']}]"
+    if row["device"] != "cpu":
+        label += f" ({row['device']}: {row['device_kind']})"
+    return label
+
+
+def _report(rows, machine, versions, checks, reference, args, command, load, started) -> str:
+    batches = args.batches
+    lines = [
+        "# Forward kinematics benchmark",
+        "",
+        f"Robot: `{os.path.relpath(args.urdf, REPO) if str(args.urdf).startswith(str(REPO)) else args.urdf}` "
+        f"({args.n_links} links, {args.n_joints} actuated joints); every library computes the "
+        f"pose of all {args.n_links} links. Configurations: uniform inside the joint limits, "
+        f"seed {args.seed}, identical for every library.",
+        "",
+        f"Date: {started}  ",
+        f"Command: `{command}`  ",
+        f"Machine: {machine['cpu']} ({machine.get('cpu_family_model', '')}; "
+        f"{machine.get('simd', '')}), {machine['logical_cpus']} logical CPUs "
+        f"({machine['usable_cpus']} usable), {machine.get('memory_gib', '?')} GiB RAM, "
+        f"{machine['os']}  ",
+        "Versions: python " + machine["python"] + ", "
+        + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "  ",
+        f"Load average (1 min) at start / end: {load[0]:.2f} / {load[1]:.2f}  ",
+        "Timing: median over repeats of one call on the whole batch (JAX: jitted, "
+        "`block_until_ready`; first call = trace + compile + run); "
+        f"at least {args.min_repeats} repeats and {args.min_seconds:g} s per cell.",
+        "",
+        "## Time per call (median) and throughput",
+        "",
+        "| library | "
+        + " | ".join(f"batch {b:,}" for b in batches)
+        + " | first call (compile) |",
+        "|---|" + "---:|" * len(batches) + "---|",
+    ]
+    for row in rows:
+        cells = [
+            f"{_fmt_time(r['median_s'])} ({_fmt_rate(r['throughput'])})" for r in row["results"]
+        ]
+        first = ", ".join(_fmt_time(r["first_call_s"]) for r in row["results"])
+        if not row["library"].startswith(("pyroki", "alt")) and "JAX" not in row["library"]:
+            first = "n/a"
+        lines.append(f"| {_label(row)} | " + " | ".join(cells) + f" | {first} |")
+    lines += ["", "Cells: time per call (configurations per second)."]
+    if "JAX" in "".join(r["library"] for r in rows):
+        lines.append(
+            "First call: one value per batch size (each batch shape compiles once)."
+        )
+    # speed-up of the fastest JAX float32 CPU row over pytorch-kinematics
+    pk = next((r for r in rows if r["library"] == "pytorch-kinematics"), None)
+    jax_rows = [r for r in rows if "JAX" in r["library"] and r["device"] == "cpu"
+                and r["dtype"] == "float32"]
+    if pk and jax_rows:
+        lines += ["", "## JAX float32 (CPU) throughput relative to pytorch-kinematics", "",
+                  "| JAX variant | " + " | ".join(f"batch {b:,}" for b in batches) + " |",
+                  "|---|" + "---:|" * len(batches)]
+        for row in jax_rows:
+            ratios = [
+                j["throughput"] / p["throughput"] for j, p in zip(row["results"], pk["results"])
+            ]
+            lines.append(f"| {_label(row)} | " + " | ".join(f"{x:.2f}x" for x in ratios) + " |")
+    lines += [
+        "",
+        f"## Cross-check (first {args.check_batch:,} configurations)",
+        "",
+        f"Reference: {reference}. Max over configurations and links.",
+        "",
+        "| library | max position difference (m) | max rotation-matrix difference |",
+        "|---|---:|---:|",
+    ]
+    for row in rows:
+        pos, rot = checks[row["key_full"]]
+        lines.append(f"| {_label(row)} | {pos:.2e} | {rot:.2e} |")
+    lines += [
+        "",
+        "Notes:",
+        "",
+        "* Pinocchio: `forwardKinematics` + `updateFramePlacements` per configuration in a "
+        "Python loop (its Python bindings have no batched forward kinematics; the C++ "
+        "`ModelPool`/OpenMP `*InParallel` functions cover RNEA, ABA and collisions only). "
+        "Times include the Python loop; reading the poses out of `data.oMf` is not timed.",
+        f"* pytorch-kinematics: CPU, float32, `torch.set_num_threads({args.threads})`; "
+        "mimic joints (not supported there) receive their driving joint's value.",
+        "* JAX on CPU uses every core it sees (XLA's thread pool).",
+    ]
+    for preset in sorted({r.get("preset") for r in rows if r.get("preset")}):
+        lines.append(f"* [{preset}]: `XLA_FLAGS='{XLA_PRESETS[preset]}'`"
+                     + (" (plus the caller's XLA_FLAGS)" if os.environ.get("XLA_FLAGS") else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _write_markdown(path: Path, report: str) -> None:
+    block = f"{BEGIN}\n{report}{END}\n"
+    if path.exists():
+        old = path.read_text()
+        if BEGIN in old and END in old:
+            head, rest = old.split(BEGIN, 1)
+            tail = rest.split(END, 1)[1].lstrip("\n")
+            path.write_text(head + block + ("\n" + tail if tail else ""))
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(block)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--urdf", type=Path, default=DEFAULT_URDF)
+    parser.add_argument("--batches", default="1,1000,100000",
+                        type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--libraries", default="jax,torch,pin",
+                        help="comma-separated subset of jax,torch,pin")
+    parser.add_argument("--jax-variants", default="float32,float32:ynn-off,float64",
+                        help="comma-separated DTYPE[:PRESET]; DTYPE float32|float64, PRESET one "
+                        f"of {', '.join(XLA_PRESETS)} (XLA_FLAGS set before importing jax)")
+    parser.add_argument("--jax-fk", action="append", metavar="FILE.py:FUNCTION",
+                        help="also time an alternative FK function f(robot, q) -> SE3 or "
+                        "(..., n_links, 7) wxyz_xyz array (for experiments); repeatable")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--min-repeats", type=int, default=5)
+    parser.add_argument("--min-seconds", type=float, default=1.0)
+    parser.add_argument("--max-repeats", type=int, default=5000)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--check-batch", type=int, default=1000)
+    parser.add_argument("--markdown", type=Path, help="also write the report here (the part "
+                        "between the fk_benchmark markers is replaced, the rest kept)")
+    parser.add_argument("--json", type=Path, help="also write raw results as JSON")
+    # worker-only arguments
+    parser.add_argument("--worker", choices=("jax", "torch", "pin"), help=argparse.SUPPRESS)
+    parser.add_argument("--configs", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        sys.path.insert(0, str(REPO))
+        _run_worker(args)
+        return 0
+
+    command = "python3 " + " ".join(
+        shlex.quote(a) for a in [os.path.relpath(__file__, Path.cwd())] + sys.argv[1:]
+    )
+    started = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    load_start = os.getloadavg()[0]
+    sys.path.insert(0, str(REPO))
+    link_names, joint_names, limits = _robot_summary(args.urdf)
+    args.n_links, args.n_joints = len(link_names), len(joint_names)
+    args.check_batch = min(args.check_batch, max(args.batches))
+    rng = np.random.default_rng(args.seed)
+    configs = limits[0] + rng.random((max(args.batches), len(joint_names))) * (
+        limits[1] - limits[0]
+    )
+
+    jobs = []  # (name, worker args, extra XLA_FLAGS, preset)
+    libraries = args.libraries.split(",")
+    if "jax" in libraries:
+        for variant in args.jax_variants.split(","):
+            dtype, _, preset = variant.partition(":")
+            preset = preset or "default"
+            dtype = {"f32": "float32", "f64": "float64"}.get(dtype, dtype)
+            if dtype not in ("float32", "float64") or preset not in XLA_PRESETS:
+                parser.error(f"bad JAX variant {variant!r}")
+            extra = ["--dtype", dtype]
+            for spec in args.jax_fk or []:
+                extra += ["--jax-fk", spec]
+            jobs.append((f"jax {dtype} [{preset}]", "jax", extra, preset))
+    if "torch" in libraries:
+        jobs.append(("pytorch-kinematics", "torch", [], None))
+    if "pin" in libraries:
+        jobs.append(("pinocchio", "pin", [], None))
+
+    rows, versions, poses = [], {}, {}
+    with tempfile.TemporaryDirectory(prefix="fk_benchmark_") as tmp:
+        config_file = os.path.join(tmp, "configs.npy")
+        np.save(config_file, configs)
+        for i, (name, worker, extra, preset) in enumerate(jobs):
+            out = os.path.join(tmp, f"job{i}")
+            env = dict(os.environ)
+            if preset is not None:
+                env["XLA_FLAGS"] = " ".join(
+                    f for f in (os.environ.get("XLA_FLAGS", ""), XLA_PRESETS[preset]) if f
+                )
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker,
+                   "--configs", config_file, "--out", out, "--urdf", str(args.urdf),
+                   "--batches", ",".join(map(str, args.batches)),
+                   "--threads", str(args.threads), "--min-repeats", str(args.min_repeats),
+                   "--min-seconds", str(args.min_seconds), "--max-repeats",
+                   str(args.max_repeats), "--warmup", str(args.warmup),
+                   "--check-batch", str(args.check_batch), *extra]
+            print(f"[fk_benchmark] {name} ...", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                print(f"[fk_benchmark] {name} failed:\n{proc.stdout[-4000:]}", file=sys.stderr)
+                continue
+            print(f"[fk_benchmark] {name} done in {time.perf_counter() - t0:.0f} s, "
+                  f"load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+            with open(out + ".json") as f:
+                result = json.load(f)
+            versions.update(result["versions"])
+            with np.load(out + ".npz") as npz:
+                for row in result["rows"]:
+                    row["preset"] = preset
+                    row["key_full"] = f"{row['key']}/{row['dtype']}/{preset}"
+                    poses[row["key_full"]] = (npz[row["key"] + "|pos"], npz[row["key"] + "|rot"])
+                    rows.append(row)
+    if not rows:
+        print("no library ran", file=sys.stderr)
+        return 1
+    for package in ("numpy", "jaxlib", "jaxlie"):
+        versions.setdefault(package, _dist_version(package))
+
+    ref_key = next((r["key_full"] for r in rows if r["library"] == "Pinocchio"), None)
+    ref_key = ref_key or next(
+        (r["key_full"] for r in rows if "JAX" in r["library"] and r["dtype"] == "float64"), None
+    ) or rows[0]["key_full"]
+    ref_row = next(r for r in rows if r["key_full"] == ref_key)
+    ref_pos, ref_rot = poses[ref_key]
+    checks = {
+        k: (float(np.abs(p - ref_pos).max()), float(np.abs(r - ref_rot).max()))
+        for k, (p, r) in poses.items()
+    }
+    load_end = os.getloadavg()[0]
+    report = _report(rows, _machine(), versions, checks, _label(ref_row), args, command,
+                     (load_start, load_end), started)
+    print(report)
+    if args.markdown:
+        _write_markdown(args.markdown, report)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"rows": rows, "versions": versions, "checks": checks,
+                                         "command": command, "date": started,
+                                         "load": [load_start, load_end]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

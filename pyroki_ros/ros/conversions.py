@@ -1,0 +1,219 @@
+"""Conversions between ROS messages and the core's numpy arrays, checked at the boundary.
+
+Quaternion order: ROS messages store ``(x, y, z, w)``; the core (jaxlie) uses ``(w, x, y, z)``.
+Every conversion between the two goes through :func:`xyzw_to_wxyz` / :func:`wxyz_to_xyzw`.
+
+Poses as arrays are ``wxyz_xyz`` (7,) float64: unit quaternion (w, x, y, z), then translation.
+The small rigid-transform helpers below work on such arrays (or batches ``(..., 7)``) in
+float64 numpy, on the host, so that moving a target between frames costs microseconds and no
+JAX dispatch.
+
+Bad values raise :class:`RequestError` carrying a ``pyroki_ros/ErrorCode`` value and a message
+for a person; the node turns it into ``success = false`` + ``error_code`` + ``message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
+from sensor_msgs.msg import JointState
+
+from pyroki_ros.msg import ErrorCode
+
+# Below this norm a quaternion / axis cannot be normalised meaningfully.
+MIN_NORM = 1e-6
+
+
+class RequestError(Exception):
+    """A request the node refuses: ``code`` is an ErrorCode value, ``message`` says why."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+
+# --- quaternion order and rigid transforms (float64 numpy, wxyz_xyz) ------------------------
+
+
+def xyzw_to_wxyz(xyzw) -> np.ndarray:
+    """ROS order (x, y, z, w) -> core order (w, x, y, z); works on (..., 4)."""
+    q = np.asarray(xyzw, np.float64)
+    return np.concatenate([q[..., 3:4], q[..., 0:3]], axis=-1)
+
+
+def wxyz_to_xyzw(wxyz) -> np.ndarray:
+    """Core order (w, x, y, z) -> ROS order (x, y, z, w); works on (..., 4)."""
+    q = np.asarray(wxyz, np.float64)
+    return np.concatenate([q[..., 1:4], q[..., 0:1]], axis=-1)
+
+
+def quat_multiply(a, b) -> np.ndarray:
+    """Hamilton product of wxyz quaternions (..., 4): the rotation ``a`` after ``b``."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    aw, ax, ay, az = (a[..., i] for i in range(4))
+    bw, bx, by, bz = (b[..., i] for i in range(4))
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=-1,
+    )
+
+
+def quat_conjugate(q) -> np.ndarray:
+    q = np.asarray(q, np.float64)
+    return q * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def quat_rotate(q, v) -> np.ndarray:
+    """Rotates vectors (..., 3) by unit wxyz quaternions (..., 4)."""
+    q, v = np.asarray(q, np.float64), np.asarray(v, np.float64)
+    w, u = q[..., :1], q[..., 1:]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+def pose_compose(a, b) -> np.ndarray:
+    """``a * b`` for wxyz_xyz poses (..., 7): b expressed in a's parent frame."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.concatenate(
+        [quat_multiply(a[..., :4], b[..., :4]), quat_rotate(a[..., :4], b[..., 4:]) + a[..., 4:]],
+        axis=-1,
+    )
+
+
+def pose_inverse(a) -> np.ndarray:
+    a = np.asarray(a, np.float64)
+    conj = quat_conjugate(a[..., :4])
+    return np.concatenate([conj, -quat_rotate(conj, a[..., 4:])], axis=-1)
+
+
+def pose_to_matrix(a) -> np.ndarray:
+    """wxyz_xyz (7,) -> 4x4 homogeneous matrix."""
+    w, x, y, z = np.asarray(a[:4], np.float64)
+    rot = np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+    out = np.eye(4)
+    out[:3, :3] = rot
+    out[:3, 3] = a[4:]
+    return out
+
+
+# --- messages -> arrays ------------------------------------------------------------------------
+
+
+def vector(msg: Point | Vector3, what: str) -> np.ndarray:
+    """(3,) float64 from a Point / Vector3; INVALID_POSE if not finite."""
+    v = np.array([msg.x, msg.y, msg.z], np.float64)
+    if not np.all(np.isfinite(v)):
+        raise RequestError(ErrorCode.INVALID_POSE, f"{what} contains NaN or infinite values: {v}")
+    return v
+
+
+def unit_vector(msg: Vector3, what: str, default: Sequence[float] | None = None) -> np.ndarray:
+    """Normalised (3,) vector. A zero vector is ``default`` if given, else INVALID_REQUEST."""
+    v = vector(msg, what)
+    norm = float(np.linalg.norm(v))
+    if norm < MIN_NORM:
+        if default is not None:
+            return np.asarray(default, np.float64)
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"{what} must be a non-zero vector")
+    return v / norm
+
+
+def quaternion_wxyz(msg: Quaternion, what: str) -> np.ndarray:
+    """Normalised wxyz (4,) from a ROS (xyzw) quaternion; INVALID_POSE if NaN/inf or ~zero."""
+    xyzw = np.array([msg.x, msg.y, msg.z, msg.w], np.float64)
+    if not np.all(np.isfinite(xyzw)):
+        raise RequestError(
+            ErrorCode.INVALID_POSE, f"{what} orientation contains NaN or infinite values"
+        )
+    norm = float(np.linalg.norm(xyzw))
+    if norm < MIN_NORM:
+        raise RequestError(
+            ErrorCode.INVALID_POSE,
+            f"{what} orientation is a zero quaternion (x y z w = {xyzw.tolist()}); "
+            "give a unit quaternion, e.g. w = 1 for no rotation",
+        )
+    return xyzw_to_wxyz(xyzw / norm)
+
+
+def pose_to_wxyz_xyz(msg: Pose, what: str, *, orientation: bool = True) -> np.ndarray:
+    """wxyz_xyz (7,) float64 from a Pose.
+
+    With ``orientation=False`` (objectives that ignore the target orientation) the quaternion
+    is not used: it only has to be finite, and the result carries the identity rotation.
+    """
+    position = vector(msg.position, f"{what} position")
+    if orientation:
+        wxyz = quaternion_wxyz(msg.orientation, what)
+    else:
+        o = msg.orientation
+        if not np.all(np.isfinite([o.x, o.y, o.z, o.w])):
+            raise RequestError(
+                ErrorCode.INVALID_POSE, f"{what} orientation contains NaN or infinite values"
+            )
+        wxyz = np.array([1.0, 0.0, 0.0, 0.0])
+    return np.concatenate([wxyz, position])
+
+
+def duration_seconds(msg: Duration) -> float:
+    return float(msg.sec) + 1e-9 * float(msg.nanosec)
+
+
+def joint_state_positions(msg: JointState, what: str) -> dict[str, float]:
+    """{name: position} from a JointState; INVALID_JOINT_STATE for inconsistent / NaN values."""
+    names, positions = list(msg.name), list(msg.position)
+    if len(names) != len(positions):
+        raise RequestError(
+            ErrorCode.INVALID_JOINT_STATE,
+            f"{what} has {len(names)} names but {len(positions)} positions",
+        )
+    if len(set(names)) != len(names):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        raise RequestError(
+            ErrorCode.INVALID_JOINT_STATE, f"{what} names joints twice: {', '.join(duplicates)}"
+        )
+    values = np.asarray(positions, np.float64)
+    if not np.all(np.isfinite(values)):
+        bad = [n for n, v in zip(names, values) if not np.isfinite(v)]
+        raise RequestError(
+            ErrorCode.INVALID_JOINT_STATE, f"{what} has NaN or infinite positions: {', '.join(bad)}"
+        )
+    return dict(zip(names, values.tolist()))
+
+
+# --- arrays -> messages ------------------------------------------------------------------------
+
+
+def wxyz_xyz_to_pose(a) -> Pose:
+    a = np.asarray(a, np.float64)
+    x, y, z, w = wxyz_to_xyzw(a[:4]).tolist()
+    px, py, pz = a[4:7].tolist()
+    return Pose(
+        position=Point(x=px, y=py, z=pz), orientation=Quaternion(x=x, y=y, z=z, w=w)
+    )
+
+
+def joint_state(names: Iterable[str], q, stamp=None) -> JointState:
+    msg = JointState(name=list(names), position=np.asarray(q, np.float64).tolist())
+    if stamp is not None:
+        msg.header.stamp = stamp
+    return msg
+
+
+def seconds_to_duration(seconds: float) -> Duration:
+    nanoseconds = int(round(seconds * 1e9))
+    return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
