@@ -67,14 +67,26 @@ class RobotSpec:
 
 
 ROBOTS = {
-    "panda": RobotSpec("pyroki_ros/robots/panda.urdf", "panda_link0", "panda_hand",
-                       "7 DoF; finger joints held at their midpoint"),
+    "panda": RobotSpec(
+        "pyroki_ros/robots/panda.urdf",
+        "panda_link0",
+        "panda_hand",
+        "7 DoF; finger joints held at their midpoint",
+    ),
     "ur5": RobotSpec("pyroki_ros/robots/ur5.urdf", "world", "tool0", "6 DoF, +-2pi joints"),
     "xarm7": RobotSpec("test/data/robots/xarm7.urdf", "world", "link_eef", "7 DoF, +-2pi joints"),
-    "kinova": RobotSpec("test/data/robots/kinova.urdf", "base", "j2s6s200_end_effector",
-                        "6 DoF, 3 continuous joints"),
-    "so100": RobotSpec("test/data/robots/so100.urdf", "base", "gripper",
-                       "5 DoF: 6-D targets reachable only because they come from FK"),
+    "kinova": RobotSpec(
+        "test/data/robots/kinova.urdf",
+        "base",
+        "j2s6s200_end_effector",
+        "6 DoF, 3 continuous joints",
+    ),
+    "so100": RobotSpec(
+        "test/data/robots/so100.urdf",
+        "base",
+        "gripper",
+        "5 DoF: 6-D targets reachable only because they come from FK",
+    ),
 }
 DEFAULT_ROBOTS = ("panda", "ur5", "xarm7", "kinova")
 
@@ -89,13 +101,13 @@ class SolverSpec:
 SOLVERS = {
     "pyroki_ros": SolverSpec("pyroki_ros", "single", "IKSolver.solve, one target per call"),
     "pyroki_ros-batch": SolverSpec("pyroki_ros", "batch", "IKSolver.solve, all N in one call"),
-    "pyroki_ros-cli": SolverSpec("pyroki-ros ik (CLI)", "cli",
-                                 "python3 -m pyroki_ros.cli ik, npz in/out"),
+    "pyroki_ros-cli": SolverSpec(
+        "pyroki-ros ik (CLI)", "cli", "python3 -m pyroki_ros.cli ik, npz in/out"
+    ),
     "tracik-5ms": SolverSpec("TRAC-IK (pytracik), 5 ms", "single", "Speed, eps 1e-5"),
     "tracik-20ms": SolverSpec("TRAC-IK (pytracik), 20 ms", "single", "Speed, eps 1e-5"),
     "pyroki": SolverSpec("PyRoki basic IK", "single", "one seed"),
-    "pytorch-kinematics": SolverSpec("pytorch-kinematics", "batch",
-                                     "PseudoInverseIK, 10 restarts"),
+    "pytorch-kinematics": SolverSpec("pytorch-kinematics", "batch", "PseudoInverseIK, 10 restarts"),
     "pinocchio": SolverSpec("Pinocchio DLS loop", "single", "damped least squares"),
     "ikpy": SolverSpec("ikpy", "single", "scipy least_squares"),
 }
@@ -203,7 +215,13 @@ def timed_loop(solve_one, n: int) -> dict:
         qs.append(q)
         claimed.append(ok)
     loop = time.perf_counter() - loop_start
-    return dict(qs=qs, claimed=claimed, latencies=lat, loop_seconds=loop, first_call=first)
+    return {
+        "qs": qs,
+        "claimed": claimed,
+        "latencies": lat,
+        "loop_seconds": loop,
+        "first_call": first,
+    }
 
 
 def work_pyroki_ros(task: dict, mode: str) -> dict:
@@ -222,10 +240,16 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
     cols = [names.index(j) for j in task["joint_names"]]
     seed = (np.asarray(robot.lower, np.float64) + np.asarray(robot.upper, np.float64)) / 2
     tip, poses = task["tip"], task["poses_wxyz_xyz"]
-    options = dict(active_joints=task["joint_names"], position_tolerance=POS_TOL,
-                   orientation_tolerance=ROT_TOL)
-    meta = dict(jax_cache=str(jax.config.jax_compilation_cache_dir),
-                device=str(solver.device), dtype=str(robot.dtype))
+    options = {
+        "active_joints": task["joint_names"],
+        "position_tolerance": POS_TOL,
+        "orientation_tolerance": ROT_TOL,
+    }
+    meta = {
+        "jax_cache": str(jax.config.jax_compilation_cache_dir),
+        "device": str(solver.device),
+        "dtype": str(robot.dtype),
+    }
     n = len(poses)
     if mode == "single":
         program_seconds = np.empty(n)
@@ -236,8 +260,7 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
             return res.q[cols], bool(res.success)
 
         out = timed_loop(solve_one, n)
-        out.update(rss_start_kb=rss0, meta=meta, program_seconds=program_seconds,
-                   iterations=None)
+        out.update(rss_start_kb=rss0, meta=meta, program_seconds=program_seconds, iterations=None)
         return out
     # batch: warm-up (compiles the bucket), then `repeats` timed calls
     start = time.perf_counter()
@@ -251,8 +274,15 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
         program.append(res.solve_seconds)
     meta["iterations_median"] = float(np.median(res.iterations))
     meta["iterations_max"] = int(np.max(res.iterations))
-    return dict(q=res.q[:, cols], claimed=res.success, batch_seconds=times, first_call=first,
-                program_seconds=np.asarray(program), rss_start_kb=rss0, meta=meta)
+    return {
+        "q": res.q[:, cols],
+        "claimed": res.success,
+        "batch_seconds": times,
+        "first_call": first,
+        "program_seconds": np.asarray(program),
+        "rss_start_kb": rss0,
+        "meta": meta,
+    }
 
 
 def work_tracik(task: dict, timeout: float) -> dict:
@@ -262,8 +292,9 @@ def work_tracik(task: dict, timeout: float) -> dict:
         raise Skip(f"pytracik not importable ({e})") from None
     rss0 = proc_status_kb("VmRSS")
     urdf = Path(task["urdf"]).read_text()
-    solver = pytracik.TRAC_IK(task["base"], task["tip"], urdf, timeout, 1e-5,
-                              pytracik.SolveType.Speed)
+    solver = pytracik.TRAC_IK(
+        task["base"], task["tip"], urdf, timeout, 1e-5, pytracik.SolveType.Speed
+    )
     if pytracik.get_num_joints(solver) != len(task["joint_names"]):
         raise RuntimeError("pytracik chain has a different joint count")
     # pytracik reads limits wrongly for URDFs with <safety_controller> (the Panda's come out
@@ -287,9 +318,13 @@ def work_tracik(task: dict, timeout: float) -> dict:
         return (np.asarray(r[1:]) if ok else None), bool(ok)
 
     out = timed_loop(solve_one, len(poses))
-    out.update(rss_start_kb=rss0, meta=dict(
-        limits_read=[list(map(float, read_lo)), list(map(float, read_hi))],
-        timeout_s=timeout))
+    out.update(
+        rss_start_kb=rss0,
+        meta={
+            "limits_read": [list(map(float, read_lo)), list(map(float, read_hi))],
+            "timeout_s": timeout,
+        },
+    )
     return out
 
 
@@ -314,21 +349,33 @@ def work_pytorch_kinematics(task: dict, retries: int = 10) -> dict:
 
     logging.getLogger("pytorch_kinematics").setLevel(logging.ERROR)
     rss0 = proc_status_kb("VmRSS")
+    threads = int(task["torch_threads"])
+    if threads > 0:
+        # Default 1: with torch's default (one thread per core) a loaded 2-core machine made
+        # the same batch 12x slower (OpenMP workers spinning against other processes).
+        torch.set_num_threads(threads)
     torch.manual_seed(0)
     urdf = Path(task["urdf"]).read_text()
-    chain = pk.build_serial_chain_from_urdf(urdf, end_link_name=task["tip"],
-                                            root_link_name=task["base"])
+    chain = pk.build_serial_chain_from_urdf(
+        urdf, end_link_name=task["tip"], root_link_name=task["base"]
+    )
     if list(chain.get_joint_parameter_names()) != task["joint_names"]:
         raise RuntimeError(f"joint order differs: {chain.get_joint_parameter_names()}")
     dtype = chain.dtype
     lower, upper = (torch.tensor(v, dtype=dtype) for v in chain.get_joint_limits())
     # restart 0 = the protocol's seed; the others uniform inside pk's own limits
     seed = torch.tensor(task["seed"], dtype=dtype)
-    retry = torch.cat([seed[None], lower + torch.rand(retries - 1, len(seed), dtype=dtype)
-                       * (upper - lower)])
-    ik = pk.PseudoInverseIK(chain, retry_configs=retry, joint_limits=torch.stack([lower, upper], 1),
-                            pos_tolerance=POS_TOL, rot_tolerance=ROT_TOL,
-                            early_stopping_any_converged=True)
+    retry = torch.cat(
+        [seed[None], lower + torch.rand(retries - 1, len(seed), dtype=dtype) * (upper - lower)]
+    )
+    ik = pk.PseudoInverseIK(
+        chain,
+        retry_configs=retry,
+        joint_limits=torch.stack([lower, upper], 1),
+        pos_tolerance=POS_TOL,
+        rot_tolerance=ROT_TOL,
+        early_stopping_any_converged=True,
+    )
     mats = torch.tensor(task["poses_mat"], dtype=dtype)
 
     def solve(m):
@@ -340,32 +387,46 @@ def work_pytorch_kinematics(task: dict, retries: int = 10) -> dict:
         return q.double().numpy(), sol.converged_any.numpy(), sol.iterations
 
     start = time.perf_counter()
-    solve(mats[: min(16, len(mats))])
+    solve(mats)  # warm-up on the full batch, like the JAX batch solver's
     first = time.perf_counter() - start
     times = []
     for _ in range(task["repeats"]):
         t0 = time.perf_counter()
         q, claimed, iterations = solve(mats)
         times.append(time.perf_counter() - t0)
-    return dict(q=q, claimed=claimed, batch_seconds=times, first_call=first, rss_start_kb=rss0,
-                meta=dict(threads=torch.get_num_threads(), dtype=str(dtype),
-                          iterations=int(iterations), retries=retries,
-                          first_call_batch=min(16, len(mats))))
+    return {
+        "q": q,
+        "claimed": claimed,
+        "batch_seconds": times,
+        "first_call": first,
+        "rss_start_kb": rss0,
+        "meta": {
+            "threads": torch.get_num_threads(),
+            "dtype": str(dtype),
+            "iterations": int(iterations),
+            "retries": retries,
+        },
+    }
 
 
-def work_pinocchio(task: dict, max_iterations: int = 500, damping: float = 1e-6) -> dict:
+def work_pinocchio(task: dict, max_iterations: int = 200, damping: float = 1e-2) -> dict:
+    """A plain damped-least-squares loop on Pinocchio's FK and frame Jacobian: full steps,
+    fixed damping (1e-2 was best of 1e-6 ... 1e-1 in a 100-target Panda probe), projection onto
+    the limits after each step."""
     try:
         import pinocchio as pin
     except ImportError as e:
         raise Skip(f"pinocchio not importable ({e})") from None
     rss0 = proc_status_kb("VmRSS")
-    full = pin.buildModelFromUrdf(task["urdf"])
-    keep = set(task["joint_names"])
-    lock = [full.getJointId(full.names[i]) for i in range(1, full.njoints)
-            if full.names[i] not in keep]
-    model = pin.buildReducedModel(full, lock, pin.neutral(full))
+    # The base->tip chain alone (buildReducedModel trips over so100, whose joint and link
+    # "gripper" share a name); the tip is looked up as a BODY frame for the same reason.
+    path = Path(tempfile.mkdtemp(prefix="pin-")) / "chain.urdf"
+    path.write_text(chain_only_urdf(task["urdf"], task["base"], task["tip"]))
+    model = pin.buildModelFromUrdf(str(path))
     data = model.createData()
-    frame = model.getFrameId(task["tip"])
+    frame = model.getFrameId(task["tip"], pin.FrameType.BODY)
+    if [model.names[i] for i in range(1, model.njoints)] != task["joint_names"]:
+        raise RuntimeError("pinocchio chain joints differ from the task's")
     joint_ids = [model.getJointId(n) for n in task["joint_names"]]
     idx_q = [model.joints[j].idx_q for j in joint_ids]
     nq_of = [model.joints[j].nq for j in joint_ids]  # 2 for continuous joints (cos, sin)
@@ -380,8 +441,9 @@ def work_pinocchio(task: dict, max_iterations: int = 500, damping: float = 1e-6)
         return q
 
     def from_pin(q):
-        return np.array([q[i] if nq == 1 else math.atan2(q[i + 1], q[i])
-                         for i, nq in zip(idx_q, nq_of)])
+        return np.array(
+            [q[i] if nq == 1 else math.atan2(q[i + 1], q[i]) for i, nq in zip(idx_q, nq_of)]
+        )
 
     seed = to_pin(task["seed"])
     mats = task["poses_mat"]
@@ -403,13 +465,13 @@ def work_pinocchio(task: dict, max_iterations: int = 500, damping: float = 1e-6)
             err = np.concatenate([e_pos, e_rot])
             v = jac.T @ np.linalg.solve(jac @ jac.T + damping * eye6, err)
             q = pin.integrate(model, q, v)
-            for k, i in enumerate(idx_q):  # projection onto the limits, bounded joints
+            for k, col in enumerate(idx_q):  # projection onto the limits, bounded joints
                 if bounded[k]:
-                    q[i] = min(max(q[i], lo[k]), hi[k])
+                    q[col] = min(max(q[col], lo[k]), hi[k])
         return from_pin(q), False
 
     out = timed_loop(solve_one, len(mats))
-    out.update(rss_start_kb=rss0, meta=dict(max_iterations=max_iterations, damping=damping))
+    out.update(rss_start_kb=rss0, meta={"max_iterations": max_iterations, "damping": damping})
     return out
 
 
@@ -426,11 +488,13 @@ def work_ikpy(task: dict) -> dict:
     path.write_text(chain_only_urdf(task["urdf"], task["base"], task["tip"]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        probe = ikpy.chain.Chain.from_urdf_file(str(path), base_elements=[task["base"]],
-                                                jax_precompile=False)
+        probe = ikpy.chain.Chain.from_urdf_file(
+            str(path), base_elements=[task["base"]], jax_precompile=False
+        )
         mask = [i > 0 and link.joint_type != "fixed" for i, link in enumerate(probe.links)]
-        chain = ikpy.chain.Chain.from_urdf_file(str(path), base_elements=[task["base"]],
-                                                active_links_mask=mask, jax_precompile=False)
+        chain = ikpy.chain.Chain.from_urdf_file(
+            str(path), base_elements=[task["base"]], active_links_mask=mask, jax_precompile=False
+        )
     active = np.array(mask)
     if [link.name for link, a in zip(chain.links, mask) if a] != task["joint_names"]:
         raise RuntimeError("ikpy chain joints differ from the task's")
@@ -441,8 +505,9 @@ def work_ikpy(task: dict) -> dict:
     def solve_one(i):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            full = chain.inverse_kinematics_frame(mats[i], initial_position=init,
-                                                  orientation_mode="all")
+            full = chain.inverse_kinematics_frame(
+                mats[i], initial_position=init, orientation_mode="all"
+            )
         return np.asarray(full)[active], None
 
     out = timed_loop(solve_one, len(mats))
@@ -456,8 +521,20 @@ def work_cli(task: dict, tmp: Path) -> dict:
     n = len(task["poses_wxyz_xyz"])
     targets, out_path = tmp / "targets.npz", tmp / "answers.npz"
     np.savez(targets, poses=task["poses_wxyz_xyz"])
-    cmd = [sys.executable, "-m", "pyroki_ros.cli", "ik", "--urdf", task["urdf"],
-           "--tip", task["tip"], "--targets", str(targets), "--out", str(out_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pyroki_ros.cli",
+        "ik",
+        "--urdf",
+        task["urdf"],
+        "--tip",
+        task["tip"],
+        "--targets",
+        str(targets),
+        "--out",
+        str(out_path),
+    ]
     start = time.perf_counter()
     child = run_child(cmd, timeout=float(task["child_timeout"]), cwd=REPO, log_dir=tmp)
     wall = time.perf_counter() - start
@@ -469,10 +546,21 @@ def work_cli(task: dict, tmp: Path) -> dict:
         q = data["q"][:, cols]
         claimed = data["success"]
         solve_s, compile_s = float(data["solve_seconds"]), float(data["compile_seconds"])
-    return dict(q=q, claimed=claimed, batch_seconds=[solve_s], first_call=compile_s,
-                compile_is_reported=True, rss_start_kb=-1, peak_kb=child["maxrss_kb"],
-                meta=dict(command=shlex.join(["python3", *cmd[1:]]), process_wall_s=wall,
-                          stdout=child["stdout_tail"].strip()[-300:], n=n))
+    return {
+        "q": q,
+        "claimed": claimed,
+        "batch_seconds": [solve_s],
+        "first_call": compile_s,
+        "compile_is_reported": True,
+        "rss_start_kb": -1,
+        "peak_kb": child["maxrss_kb"],
+        "meta": {
+            "command": shlex.join(["python3", *cmd[1:]]),
+            "process_wall_s": wall,
+            "stdout": child["stdout_tail"].strip()[-300:],
+            "n": n,
+        },
+    }
 
 
 def worker_main(name: str, task_path: str, result_path: str) -> int:
@@ -496,7 +584,7 @@ def worker_main(name: str, task_path: str, result_path: str) -> int:
         else:
             raise ValueError(f"unknown solver {name}")
     except Skip as e:
-        Path(result_path).write_text(json.dumps(dict(skipped=str(e))))
+        Path(result_path).write_text(json.dumps({"skipped": str(e)}))
         return SKIPPED_EXIT
     n, dof = len(task["poses_wxyz_xyz"]), len(task["joint_names"])
     if "qs" in out:  # single-target loop
@@ -510,10 +598,15 @@ def worker_main(name: str, task_path: str, result_path: str) -> int:
     else:
         out["claimed"] = np.asarray(out["claimed"]).astype(int)
     peak = out.pop("peak_kb", None) or proc_status_kb("VmHWM")
-    meta = dict(out.pop("meta", {}), peak_kb=peak, rss_start_kb=out.pop("rss_start_kb"),
-                first_call=out.pop("first_call"), loop_seconds=out.pop("loop_seconds", None),
-                batch_seconds=out.pop("batch_seconds", None),
-                compile_is_reported=out.pop("compile_is_reported", False))
+    meta = dict(
+        out.pop("meta", {}),
+        peak_kb=peak,
+        rss_start_kb=out.pop("rss_start_kb"),
+        first_call=out.pop("first_call"),
+        loop_seconds=out.pop("loop_seconds", None),
+        batch_seconds=out.pop("batch_seconds", None),
+        compile_is_reported=out.pop("compile_is_reported", False),
+    )
     arrays = {k: np.asarray(v) for k, v in out.items() if v is not None}
     np.savez(result_path, meta=np.array(json.dumps(meta)), **arrays)
     return 0
@@ -531,8 +624,7 @@ def run_child(cmd: list[str], timeout: float, cwd: Path, log_dir: Path, env=None
     out_p, err_p = log_dir / "stdout.txt", log_dir / "stderr.txt"
     timed_out = False
     with open(out_p, "wb") as fo, open(err_p, "wb") as fe:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=fo, stderr=fe,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=fo, stderr=fe, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -545,9 +637,13 @@ def run_child(cmd: list[str], timeout: float, cwd: Path, log_dir: Path, env=None
                 break
             time.sleep(0.02)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return dict(rc=proc.returncode, timed_out=timed_out, maxrss_kb=usage.ru_maxrss,
-                stdout_tail=out_p.read_text(errors="replace")[-2000:],
-                stderr_tail=err_p.read_text(errors="replace")[-2000:])
+    return {
+        "rc": proc.returncode,
+        "timed_out": timed_out,
+        "maxrss_kb": usage.ru_maxrss,
+        "stdout_tail": out_p.read_text(errors="replace")[-2000:],
+        "stderr_tail": err_p.read_text(errors="replace")[-2000:],
+    }
 
 
 @dataclass
@@ -592,8 +688,22 @@ def make_problem(name: str, n: int, seed: int) -> Problem:
     base_q = (lo_all + hi_all) / 2
     mats = np.stack([tip_pose(model, all_names, base_q, cols, q, spec.tip) for q in q_true])
     wxyz_xyz = np.array([np.concatenate([matrix_to_wxyz(m[:3, :3]), m[:3, 3]]) for m in mats])
-    return Problem(name, spec, path, model, all_names, chain, cols, lower, upper, continuous,
-                   base_q, q_true, mats, wxyz_xyz)
+    return Problem(
+        name,
+        spec,
+        path,
+        model,
+        all_names,
+        chain,
+        cols,
+        lower,
+        upper,
+        continuous,
+        base_q,
+        q_true,
+        mats,
+        wxyz_xyz,
+    )
 
 
 def tip_pose(model, all_names, base_q, cols, q_chain, tip) -> np.ndarray:
@@ -612,43 +722,82 @@ def check(problem: Problem, q: np.ndarray) -> dict:
     pos, rot = np.full(n, np.inf), np.full(n, np.inf)
     answered = np.all(np.isfinite(q), axis=1)
     for i in np.flatnonzero(answered):
-        t = tip_pose(problem.model, problem.all_names, problem.base_q, problem.chain_cols, q[i],
-                     problem.spec.tip)
+        t = tip_pose(
+            problem.model,
+            problem.all_names,
+            problem.base_q,
+            problem.chain_cols,
+            q[i],
+            problem.spec.tip,
+        )
         pos[i], rot[i] = ref.pose_errors(problem.mats[i], t)
     bounded = ~problem.continuous
     over = np.maximum(problem.lower - q, q - problem.upper)[:, bounded]
     violation = np.where(answered, np.max(over, axis=1, initial=-np.inf), np.inf)
     inside = answered & (violation <= LIMIT_SLACK)
     pose_ok = (pos < POS_TOL) & (rot < ROT_TOL)
-    return dict(pos=pos, rot=rot, answered=answered, inside=inside, violation=violation,
-                pose_ok=pose_ok, success=pose_ok & inside)
+    return {
+        "pos": pos,
+        "rot": rot,
+        "answered": answered,
+        "inside": inside,
+        "violation": violation,
+        "pose_ok": pose_ok,
+        "success": pose_ok & inside,
+    }
 
 
-def write_task(problem: Problem, path: Path, repeats: int, child_timeout: float) -> None:
+def write_task(problem: Problem, path: Path, args) -> None:
     lo, hi = problem.lower, problem.upper
-    np.savez(path, robot=problem.robot, urdf=problem.urdf_path, base=problem.spec.base,
-             tip=problem.spec.tip, joint_names=np.array(problem.chain),
-             all_joint_names=np.array(problem.all_names), lower=lo, upper=hi,
-             continuous=problem.continuous, seed=(lo + hi) / 2,
-             poses_wxyz_xyz=problem.wxyz_xyz, poses_mat=problem.mats, repeats=repeats,
-             child_timeout=child_timeout)
+    np.savez(
+        path,
+        robot=problem.robot,
+        urdf=problem.urdf_path,
+        base=problem.spec.base,
+        tip=problem.spec.tip,
+        joint_names=np.array(problem.chain),
+        all_joint_names=np.array(problem.all_names),
+        lower=lo,
+        upper=hi,
+        continuous=problem.continuous,
+        seed=(lo + hi) / 2,
+        poses_wxyz_xyz=problem.wxyz_xyz,
+        poses_mat=problem.mats,
+        repeats=args.repeats,
+        child_timeout=args.timeout,
+        torch_threads=args.torch_threads,
+    )
 
 
 def run_solver(name: str, problem: Problem, work: Path, args) -> dict:
     d = work / problem.robot / name
     d.mkdir(parents=True, exist_ok=True)
     task, result = d / "task.npz", d / "result.npz"
-    write_task(problem, task, args.repeats, args.timeout)
+    write_task(problem, task, args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--task", str(task),
-           "--result", str(result)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        name,
+        "--task",
+        str(task),
+        "--result",
+        str(result),
+    ]
     start = time.perf_counter()
     child = run_child(cmd, args.timeout, REPO, d, env)
     wall = time.perf_counter() - start
-    row = dict(robot=problem.robot, solver=name, label=SOLVERS[name].label,
-               mode=SOLVERS[name].mode, worker_wall_s=wall, n=len(problem.q_true))
+    row = {
+        "robot": problem.robot,
+        "solver": name,
+        "label": SOLVERS[name].label,
+        "mode": SOLVERS[name].mode,
+        "worker_wall_s": wall,
+        "n": len(problem.q_true),
+    }
     if child["rc"] == SKIPPED_EXIT:
         row["skipped"] = json.loads(Path(str(result)).read_text())["skipped"]
         return row
@@ -669,12 +818,12 @@ def run_solver(name: str, problem: Problem, work: Path, args) -> dict:
     row.update(
         success=float(np.mean(c["success"])),
         pose_ok=float(np.mean(c["pose_ok"])),
-        inside=float(np.mean(c["inside"])),
+        inside=float(np.sum(c["inside"]) / max(np.sum(c["answered"]), 1)),
         answered=float(np.mean(c["answered"])),
         max_violation=float(np.max(np.where(c["answered"], c["violation"], -np.inf))),
         outside_strict=int(np.sum(c["answered"] & (c["violation"] > 0))),
-        pos_p95_mm=float(np.percentile(c["pos"], 95) * 1e3),
-        rot_p95_deg=float(np.degrees(np.percentile(c["rot"], 95))),
+        pos_p95_mm=float(np.percentile(np.minimum(c["pos"], 1e9), 95) * 1e3),
+        rot_p95_deg=float(np.degrees(np.percentile(np.minimum(c["rot"], 1e9), 95))),
     )
     if np.all(claimed >= 0):
         row["claimed"] = float(np.mean(claimed == 1))
@@ -684,17 +833,21 @@ def run_solver(name: str, problem: Problem, work: Path, args) -> dict:
     first = meta["first_call"]
     if "latencies" in arrays:
         lat = arrays["latencies"]
-        row.update(median_ms=float(np.median(lat) * 1e3),
-                   p95_ms=float(np.percentile(lat, 95) * 1e3),
-                   mean_ms=float(np.mean(lat) * 1e3),
-                   total_s=float(meta["loop_seconds"]),
-                   throughput=len(lat) / meta["loop_seconds"],
-                   compile_s=max(first - float(np.median(lat)), 0.0))
+        row.update(
+            median_ms=float(np.median(lat) * 1e3),
+            p95_ms=float(np.percentile(lat, 95) * 1e3),
+            mean_ms=float(np.mean(lat) * 1e3),
+            total_s=float(meta["loop_seconds"]),
+            throughput=len(lat) / meta["loop_seconds"],
+            compile_s=max(first - float(np.median(lat)), 0.0),
+        )
     else:
         steady = float(np.median(meta["batch_seconds"]))
-        row.update(total_s=steady, throughput=len(q) / steady,
-                   compile_s=first if meta.get("compile_is_reported")
-                   else max(first - steady, 0.0))
+        row.update(
+            total_s=steady,
+            throughput=len(q) / steady,
+            compile_s=first if meta.get("compile_is_reported") else max(first - steady, 0.0),
+        )
     if "program_seconds" in arrays:
         row["program_median_ms"] = float(np.median(arrays["program_seconds"]) * 1e3)
     row["peak_mb"] = meta["peak_kb"] / 1024
@@ -723,23 +876,50 @@ def machine_info() -> dict:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:
         affinity = os.cpu_count()
-    return dict(cpu=cpu, cores=os.cpu_count(), usable_cores=affinity, memory=mem,
-                kernel=platform.release(), python=platform.python_version())
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "usable_cores": affinity,
+        "memory": mem,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
 
 
 def git_state() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, text=True, capture_output=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            check=False,
+        ).stdout.strip()
         return head + (" + uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "?"
 
 
-VERSIONED = ("numpy", "jax", "jaxlib", "jaxlie", "pytracik", "torch", "pytorch-kinematics",
-             "pin", "ikpy", "pyroki", "scipy")
+VERSIONED = (
+    "numpy",
+    "jax",
+    "jaxlib",
+    "jaxlie",
+    "pytracik",
+    "torch",
+    "pytorch-kinematics",
+    "pin",
+    "ikpy",
+    "pyroki",
+    "scipy",
+)
 
 
 def fmt(value, spec: str, unit: str = "") -> str:
@@ -754,22 +934,34 @@ def render(rows: list[dict], info: dict, args) -> str:
         "",
         f"- date: {info['date']} (UTC); duration {info['duration_s']:.0f} s",
         f"- command: `{info['command']}` (cwd: repository root)",
-        f"- machine: {info['machine']['cpu']}, {info['machine']['cores']} cores "
-        f"({info['machine']['usable_cores']} usable), {info['machine']['memory']} RAM, "
-        f"Linux {info['machine']['kernel']}, Python {info['machine']['python']}",
+        (
+            f"- machine: {info['machine']['cpu']}, {info['machine']['cores']} cores "
+            f"({info['machine']['usable_cores']} usable), {info['machine']['memory']} RAM, "
+            f"Linux {info['machine']['kernel']}, Python {info['machine']['python']}"
+        ),
         f"- load average (1/5/15 min) at start: {info['load_start']}, at end: {info['load_end']}"
         + ("  **(machine busy: timings not representative)**" if info["busy"] else ""),
         f"- repository: {info['git']}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v),
-        f"- protocol: N = {args.n} targets per robot from uniform joint samples (seed "
-        f"{args.seed}); all solvers start at the midpoint of the limits; success = position "
-        f"< 1 mm and orientation < 1 deg by the independent float64 reference FK "
-        f"(test/reference_fk.py) and inside the joint limits (slack {LIMIT_SLACK:g}); "
-        f"batch timings: median of {args.repeats} call(s) after a warm-up call.",
-        "- latency: one target per call in a Python loop, timed around the call (objective "
-        "construction included); throughput: N / batch call (batch, cli) or N / loop time "
-        "(single); compile: first call minus a steady call (cli: its own compile_seconds); "
-        "peak RSS: VmHWM of the solver's own process; growth: peak minus RSS after imports.",
+        (
+            f"- protocol: N = {args.n} targets per robot from uniform joint samples (seed "
+            f"{args.seed}); all solvers start at the midpoint of the limits; success = position "
+            f"< 1 mm and orientation < 1 deg by the independent float64 reference FK "
+            f"(test/reference_fk.py) and inside the joint limits (slack {LIMIT_SLACK:g}); "
+            f"batch timings: median of {args.repeats} call(s) after a warm-up call."
+        ),
+        (
+            "- latency: one target per call in a Python loop, timed around the call (objective "
+            "construction included); throughput: N / batch call (batch, cli) or N / loop time "
+            "(single); compile: first call minus a steady call (cli: its own compile_seconds); "
+            "peak RSS: VmHWM of the solver's own process; growth: peak minus RSS after imports; "
+            "in limits: share of the answers given (a solver may return none); claims: the "
+            "solver's own success flag, compared with the independent check."
+        ),
+        (
+            f"- environment: XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')}; "
+            f"pytorch-kinematics with {args.torch_threads or 'default'} torch thread(s)"
+        ),
         "",
     ]
     by_robot: dict[str, list] = {}
@@ -780,15 +972,19 @@ def render(rows: list[dict], info: dict, args) -> str:
         lines += [
             f"## {robot}: `{spec.urdf}`, {spec.base} -> {spec.tip} ({spec.note})",
             "",
-            "| solver | mode | success | in limits | median | p95 | throughput | compile | "
-            "peak RSS | growth | notes |",
+            (
+                "| solver | mode | success | in limits (of answers) | median | p95 | throughput | compile | "
+                "peak RSS | growth | notes |"
+            ),
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rs:
             if "skipped" in r or "error" in r:
                 what = "skipped" if "skipped" in r else "error"
-                lines.append(f"| {r['label']} | {r['mode']} | — | — | — | — | — | — | — | — | "
-                             f"{what}: {r.get('skipped') or r.get('error')} |")
+                lines.append(
+                    f"| {r['label']} | {r['mode']} | — | — | — | — | — | — | — | — | "
+                    f"{what}: {r.get('skipped') or r.get('error')} |"
+                )
                 continue
             notes = []
             if "claimed" in r:
@@ -800,14 +996,21 @@ def render(rows: list[dict], info: dict, args) -> str:
             if r["answered"] < 1:
                 notes.append(f"no answer for {1 - r['answered']:.1%}")
             if r["outside_strict"]:
-                notes.append(f"{r['outside_strict']} past a limit by up to "
-                             f"{r['max_violation']:.2g}")
+                notes.append(
+                    f"{r['outside_strict']} past a limit by up to {r['max_violation']:.2g}"
+                )
             if "program_median_ms" in r and r["mode"] == "single":
                 notes.append(f"in-program median {r['program_median_ms']:.3f} ms")
             meta = r.get("meta", {})
             if "iterations_median" in meta:
-                notes.append(f"iterations median {meta['iterations_median']:.0f} / max "
-                             f"{meta['iterations_max']}")
+                notes.append(
+                    f"iterations median {meta['iterations_median']:.0f} / max "
+                    f"{meta['iterations_max']}"
+                )
+            if "retries" in meta:
+                notes.append(f"{meta['retries']} restarts, {meta['iterations']} iterations")
+            if "damping" in meta:
+                notes.append(f"damping {meta['damping']:g}, <= {meta['max_iterations']} steps")
             if r["mode"] == "cli":
                 notes.append(f"process wall {meta['process_wall_s']:.1f} s")
             if r["mode"] in ("single",):
@@ -824,29 +1027,48 @@ def render(rows: list[dict], info: dict, args) -> str:
         if cli and trac:
             ratio = cli["total_s"] / trac["total_s"]
             verdict = "meets" if ratio <= 0.2 else "misses"
-            lines += ["", f"CLI contract: `pyroki-ros ik` solve_seconds {cli['total_s'] * 1e3:.1f} ms "
-                      f"for {cli['n']} targets vs TRAC-IK (5 ms) loop total "
-                      f"{trac['total_s'] * 1e3:.1f} ms: ratio {ratio:.3f} ({verdict} the goal "
-                      f"<= 0.2); success {cli['success']:.1%} vs {trac['success']:.1%}."]
+            lines += [
+                "",
+                (
+                    f"CLI contract: `pyroki-ros ik` solve_seconds {cli['total_s'] * 1e3:.1f} ms "
+                    f"for {cli['n']} targets vs TRAC-IK (5 ms) loop total "
+                    f"{trac['total_s'] * 1e3:.1f} ms: ratio {ratio:.3f} ({verdict} the goal "
+                    f"<= 0.2); success {cli['success']:.1%} vs {trac['success']:.1%}."
+                ),
+            ]
         lines.append("")
     return "\n".join(lines)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 100 targets (unless --n), one batch repeat")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 100 targets (unless --n), one batch repeat"
+    )
     parser.add_argument("--n", type=int, help="targets per robot (default 1000, quick 100)")
     parser.add_argument("--seed", type=int, default=0, help="target sampling seed (default 0)")
-    parser.add_argument("--robots", default=",".join(DEFAULT_ROBOTS),
-                        help=f"comma list of {', '.join(ROBOTS)} (default: "
-                             f"{','.join(DEFAULT_ROBOTS)})")
-    parser.add_argument("--solvers", default=",".join(DEFAULT_SOLVERS),
-                        help=f"comma list of {', '.join(SOLVERS)} (default: all)")
+    parser.add_argument(
+        "--robots",
+        default=",".join(DEFAULT_ROBOTS),
+        help=f"comma list of {', '.join(ROBOTS)} (default: {','.join(DEFAULT_ROBOTS)})",
+    )
+    parser.add_argument(
+        "--solvers",
+        default=",".join(DEFAULT_SOLVERS),
+        help=f"comma list of {', '.join(SOLVERS)} (default: all)",
+    )
     parser.add_argument("--repeats", type=int, help="timed batch calls (default 3, quick 1)")
-    parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="seconds per solver process (default 1800)")
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds per solver process (default 1800)"
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch.set_num_threads for pytorch-kinematics (default 1; 0 = torch's default)",
+    )
     parser.add_argument("--markdown", help="also write the markdown report to this file")
     parser.add_argument("--json", help="also write every row and the run info as JSON")
     parser.add_argument("--keep", help="keep the work files (tasks, answers, logs) here")
@@ -871,14 +1093,14 @@ def main() -> int:
 
     start = time.time()
     load_start = os.getloadavg()
-    info = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        command="python3 " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]),
-        machine=machine_info(),
-        git=git_state(),
-        versions={k: version_of(k) for k in VERSIONED},
-        load_start=" ".join(f"{v:.2f}" for v in load_start),
-    )
+    info = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+        "command": "python3 " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]),
+        "machine": machine_info(),
+        "git": git_state(),
+        "versions": {k: version_of(k) for k in VERSIONED},
+        "load_start": " ".join(f"{v:.2f}" for v in load_start),
+    }
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ik-bench-"))
     rows = []
     for robot in robots:
@@ -890,27 +1112,43 @@ def main() -> int:
                 row = run_solver(name, problem, work, args)
             except Exception as e:  # noqa: BLE001 - a broken peer must not stop the run
                 traceback.print_exc()
-                row = dict(robot=robot, solver=name, label=SOLVERS[name].label,
-                           mode=SOLVERS[name].mode, error=f"{type(e).__name__}: {e}")
+                row = {
+                    "robot": robot,
+                    "solver": name,
+                    "label": SOLVERS[name].label,
+                    "mode": SOLVERS[name].mode,
+                    "error": f"{type(e).__name__}: {e}",
+                }
             rows.append(row)
-            brief = ("skipped" if "skipped" in row else "error: " + row["error"]
-                     if "error" in row else f"success {row['success']:.1%}, "
-                     f"{row.get('median_ms', float('nan')):.3f} ms median, "
-                     f"{row['throughput']:,.0f} /s")
-            print(f"[{robot}] {name}: {brief} ({row.get('worker_wall_s', 0):.1f} s)",
-                  file=sys.stderr, flush=True)
+            brief = (
+                "skipped"
+                if "skipped" in row
+                else "error: " + row["error"]
+                if "error" in row
+                else f"success {row['success']:.1%}, "
+                + (f"{row['median_ms']:.3f} ms median, " if "median_ms" in row else "")
+                + f"{row['throughput']:,.0f} /s"
+            )
+            print(
+                f"[{robot}] {name}: {brief} ({row.get('worker_wall_s', 0):.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     load_end = os.getloadavg()
-    info.update(load_end=" ".join(f"{v:.2f}" for v in load_end),
-                busy=max(load_start[0], load_end[0]) > 0.5 * (os.cpu_count() or 1),
-                duration_s=time.time() - start)
+    info.update(
+        load_end=" ".join(f"{v:.2f}" for v in load_end),
+        busy=max(load_start[0], load_end[0]) > 0.5 * (os.cpu_count() or 1),
+        duration_s=time.time() - start,
+    )
     report = render(rows, info, args)
     print(report)
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(report)
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(info=info, rows=rows), indent=1,
-                                              default=float))
+        Path(args.json).write_text(
+            json.dumps({"info": info, "rows": rows}, indent=1, default=float)
+        )
     return 0
 
 

@@ -18,6 +18,7 @@ Importable pieces: ``make_model``, ``predict_joints``, ``sample_targets``, ``los
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import time
@@ -56,7 +57,7 @@ def make_model(seed: int, n_outputs: int, hidden: tuple[int, ...] = (64, 64)) ->
     rng = np.random.default_rng(seed)
     sizes = (3, *hidden, n_outputs)
     params = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+    for fan_in, fan_out in itertools.pairwise(sizes):
         w = rng.normal(size=(fan_in, fan_out)) * math.sqrt(2.0 / fan_in)
         params.append({"w": jnp.asarray(w, jnp.float32), "b": jnp.zeros(fan_out, jnp.float32)})
     params[-1]["w"] = params[-1]["w"] * 0.1  # start near the middle of the joint ranges
@@ -94,7 +95,7 @@ def train(
     seed: int = 0,
     *,
     batch_size: int = 256,
-    learning_rate: float = 3e-3,
+    learning_rate: float = 1e-2,
     log_every: int = 0,
     callback: Callable[[int, float, Params], None] | None = None,
 ) -> list[float]:
@@ -104,7 +105,7 @@ def train(
     """
     robot = load_robot()
     params = make_model(seed, robot.n_joints)
-    optimizer = optax.adam(learning_rate)
+    optimizer = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.05))
 
     @jax.jit
     def step(params, opt_state, i):
@@ -122,8 +123,9 @@ def train(
         if callback is not None:
             callback(i, losses[-1], grads)
         if log_every and (i % log_every == 0 or i == steps - 1):
-            rms_cm = 100 * math.sqrt(losses[-1])
-            print(f"step {i:4d}  loss {losses[-1]:.5f} m^2  (rms distance {rms_cm:.1f} cm)")
+            recent = sum(losses[-log_every:]) / len(losses[-log_every:])  # batches are noisy
+            rms_cm = 100 * math.sqrt(recent)
+            print(f"step {i:4d}  loss {recent:.5f} m^2  (rms distance {rms_cm:.1f} cm)")
     return losses
 
 
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument("--learning-rate", type=float, default=1e-2)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     losses = train(
@@ -142,9 +144,10 @@ def main(argv: list[str] | None = None) -> None:
         learning_rate=args.learning_rate,
         log_every=max(1, args.steps // 10),
     )
+    tail = losses[-max(1, args.steps // 10) :]
     print(
-        f"loss {losses[0]:.4f} -> {losses[-1]:.4f} m^2 in {args.steps} steps "
-        f"({time.perf_counter() - start:.1f} s)"
+        f"loss {losses[0]:.4f} -> {sum(tail) / len(tail):.4f} m^2 (mean of the last {len(tail)} "
+        f"steps) in {args.steps} steps, {time.perf_counter() - start:.1f} s"
     )
 
 

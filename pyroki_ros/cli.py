@@ -85,8 +85,11 @@ def ik_command(args: argparse.Namespace) -> int:
 
     jax.config.update("jax_cpu_enable_async_dispatch", False)  # ~8 us less per small call
     from . import objectives
-    from .ik import IKSolver
+    from .ik import IKSolver, enable_compilation_cache
     from .robot import Robot
+
+    if not args.no_compile_cache:
+        enable_compilation_cache()
 
     device = {"cpu": "cpu", "gpu": "gpu", "auto": None}[args.device]
     robot = Robot.from_urdf(_robot_source(args.urdf))
@@ -155,21 +158,49 @@ def build_parser() -> argparse.ArgumentParser:
     ik.add_argument("--pos-tol", type=float, default=1e-3, help="metres (default 1e-3)")
     ik.add_argument("--rot-tol", type=float, default=np.radians(1.0), help="rad (default 1 deg)")
     ik.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
+    ik.add_argument("--no-compile-cache", action="store_true",
+                    help="do not reuse compiled solvers from ~/.cache/pyroki_ros/xla")
     ik.set_defaults(run=ik_command)
+
+    node = sub.add_parser(
+        "node",
+        help="run the ROS 2 node (same as pyroki_ros_node)",
+        description="Runs the ROS 2 node; ROS arguments follow, e.g. "
+        "pyroki-ros node --ros-args --params-file config/panda.yaml",
+    )
+    node.add_argument("ros_args", nargs=argparse.REMAINDER,
+                      help="--ros-args ... (passed to rclpy)")
+    node.set_defaults(run=node_command)
+
+    demo = sub.add_parser(
+        "demo",
+        help="start the node on the bundled Panda and exercise every service (about 30 s)",
+    )
+    demo.add_argument("--timeout", type=float, default=150.0,
+                      help="give up waiting for the node after this many seconds (default 150)")
+    demo.set_defaults(run=demo_command)
     return parser
+
+
+def node_command(args: argparse.Namespace) -> int:
+    from .ros.node import main as node_main
+
+    return node_main(["pyroki-ros", *args.ros_args])
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    from .ros.demo import run
+
+    return run(args.timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    start = time.perf_counter()
     try:
         return args.run(args)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    finally:
-        if getattr(args, "verbose", False):
-            print(f"({time.perf_counter() - start:.2f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":

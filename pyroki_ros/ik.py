@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -129,14 +131,14 @@ class _Layout:
         self.n, self.m, self.k = n, m, k
         # accepted point: q, residual, Jacobian, position / orientation errors, cost
         self.acc = _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
-        # answer record (best point or converged point): q, success, errors, iterations
-        self.out = _slices(q=n, success=1, pos=k, rot=k, iterations=1)
+        # answer record (best point or converged point): q, success, errors, iterations, cost
+        self.out = _slices(q=n, success=1, pos=k, rot=k, iterations=1, cost=1)
 
     def acc_width(self) -> int:
         return self.acc["cost"].stop
 
     def out_width(self) -> int:
-        return self.out["iterations"].stop
+        return self.out["cost"].stop
 
 
 def _slices(**sizes: int) -> dict[str, slice]:
@@ -151,14 +153,20 @@ def _queue_solve(
     robot: Robot,
     objectives: Objectives,
     seeds: jax.Array,
-    n_valid: jax.Array,
     settings: _Settings,
     lanes: int,
+    order: jax.Array,
+    n_queued: jax.Array,
+    budget: jax.Array,
+    first_restart: int,
+    out: jax.Array,
 ) -> jax.Array:
-    """Solves problems ``[0, n_valid)`` of the (N, ...) batch with ``lanes`` parallel states.
+    """Solves the problems ``order[:n_queued]`` with ``lanes`` parallel solver states.
 
-    Returns the answer records (N, n + 2 + 2k): q, success, position and orientation errors
-    per objective, iterations.
+    Each problem gets ``budget`` iterations over its restarts, numbered from
+    ``first_restart`` (0 = start at the seed). Answers update the records ``out``
+    (N, n + 3 + 2k: q, success, position and orientation errors per objective, iterations,
+    cost) where they are better than what is there.
     """
     n_problems, n = seeds.shape
     dtype = seeds.dtype
@@ -168,34 +176,35 @@ def _queue_solve(
     steps = jnp.asarray(_kronecker_steps(n), dtype)
     lane_ids = jnp.arange(lanes)
 
-    def problem(index):
-        index = jnp.minimum(index, n_problems - 1)
+    def problem(slot):
+        index = order[jnp.minimum(slot, n_problems - 1)]
         picked = jax.tree.map(lambda x: x[index], objectives)
         seed = seeds[index]
-        return picked, seed, _bounds(robot, seed, settings)
+        return index, picked, seed, _bounds(robot, seed, settings)
 
     def restart_point(index, restart, seed, lower, upper):
         # Restart 0 starts from the seed; later ones from a quasi-random point in the box.
         u = jnp.mod(0.5 + restart[:, None] * steps + index[:, None] * (steps * 0.7548776662), 1.0)
         return jnp.where((restart == 0)[:, None], seed, lower + u * (upper - lower))
 
-    first = jnp.where(lane_ids < n_valid, lane_ids, n_problems)  # lanes beyond n_valid idle
-    _, seed0, _ = problem(first)
+    first = jnp.where(lane_ids < n_queued, lane_ids, n_problems)  # lanes beyond it start idle
+    index0, _, seed0, (lower0, upper0, _) = problem(first)
+    restart0 = jnp.full(lanes, first_restart, jnp.int32)
     empty_acc = jnp.zeros((lanes, layout.acc_width()), dtype).at[:, acc_of["cost"]].set(jnp.inf)
     state = dict(
-        index=first,
-        next=jnp.minimum(jnp.int32(lanes), n_valid),
-        counters=jnp.zeros((lanes, 3), jnp.int32),  # restart, iterations in restart, in total
-        lam=jnp.full(lanes, 1e-2, dtype),
-        q=seed0,
+        slot=first,
+        next=jnp.minimum(jnp.int32(lanes), n_queued),
+        counters=jnp.stack([restart0, 0 * restart0, 0 * restart0], axis=1),  # restart, iters
+        lam=jnp.full(lanes, _DAMPING_START, dtype),
+        q=restart_point(index0, restart0, seed0, lower0, upper0),
         acc=empty_acc,
         best=empty_acc,
-        out=jnp.zeros((n_problems, layout.out_width()), dtype),
+        out=out,
     )
 
     def body(s):
-        live = s["index"] < n_valid
-        targets, seed, (lower, upper, wraps) = problem(s["index"])
+        live = s["slot"] < n_queued
+        index, targets, seed, (lower, upper, wraps) = problem(s["slot"])
         ev, jac, cost, converged = _evaluate(robot, targets, s["q"], settings)
         record = jnp.concatenate(
             [s["q"], ev.residual, jac.reshape(lanes, -1), ev.position_error,
@@ -204,30 +213,41 @@ def _queue_solve(
         better = cost < s["acc"][:, acc_of["cost"].start]
         acc = jnp.where(better[:, None], record, s["acc"])
         done = better & converged  # converged at a freshly accepted point
-        lam = jnp.where(better, jnp.maximum(s["lam"] * 0.25, 1e-7), s["lam"] * 4.0)
+        lam = jnp.where(
+            better, jnp.maximum(s["lam"] * _DAMPING_DOWN, 1e-7), s["lam"] * _DAMPING_UP
+        )
         improved = acc[:, acc_of["cost"].start] < s["best"][:, acc_of["cost"].start]
         best = jnp.where(improved[:, None], acc, s["best"])
 
         restarts, iters_restart, iters_total = (s["counters"][:, i] for i in range(3))
         iters_restart, iters_total = iters_restart + 1, iters_total + 1
-        finish = live & (done | (iters_total >= settings.max_iterations))
+        finish = live & (done | (iters_total >= budget))
         restart = live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
 
-        # Finished lanes write their answer (the converged point, else the best over restarts).
+        # Finished lanes write their answer (the converged point, else the best over
+        # restarts) unless an earlier pass left a better one.
         answer = jnp.where(done[:, None], acc, best)
+        previous = s["out"][index]
         rows = jnp.concatenate(
             [answer[:, acc_of["q"]], done[:, None].astype(dtype), answer[:, acc_of["pos"]],
-             answer[:, acc_of["rot"]], iters_total[:, None].astype(dtype)], axis=1,
+             answer[:, acc_of["rot"]],
+             (iters_total + previous[:, out_of["iterations"].start])[:, None].astype(dtype),
+             answer[:, acc_of["cost"]]], axis=1,
         )
-        out = s["out"].at[jnp.where(finish, s["index"], n_problems)].set(rows, mode="drop")
+        keep_previous = (previous[:, out_of["success"].start] > 0.5) | (
+            ~done & (previous[:, out_of["cost"].start] <= answer[:, acc_of["cost"].start])
+        )
+        rows = jnp.where(keep_previous[:, None], previous.at[:, out_of["iterations"]].set(
+            rows[:, out_of["iterations"]]), rows)
+        out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows, mode="drop")
 
         # ... and take the next problems from the queue, in lane order.
-        index = jnp.where(finish, s["next"] + jnp.cumsum(finish) - 1, s["index"])
-        next_problem = s["next"] + jnp.sum(finish, dtype=jnp.int32)
-        _, new_seed, (new_lower, new_upper, _) = problem(index)
-        restarts = jnp.where(finish, 0, restarts + restart.astype(jnp.int32))
+        slot = jnp.where(finish, s["next"] + jnp.cumsum(finish) - 1, s["slot"])
+        next_slot = s["next"] + jnp.sum(finish, dtype=jnp.int32)
+        new_index, _, new_seed, (new_lower, new_upper, _) = problem(slot)
+        restarts = jnp.where(finish, first_restart, restarts + restart.astype(jnp.int32))
         reset = finish | restart
-        start = restart_point(index, restarts, new_seed, new_lower, new_upper)
+        start = restart_point(new_index, restarts, new_seed, new_lower, new_upper)
 
         # LM step from the accepted point, joints on a limit pushed outward frozen.
         acc_q = acc[:, acc_of["q"]]
@@ -244,24 +264,61 @@ def _queue_solve(
         diagonal = lam[:, None] + settings.rest_weight * free + (1.0 - free)
         hessian = hessian + diagonal[:, :, None] * jnp.eye(n, dtype=dtype)
         step = solve_spd(hessian, -gradient * free) * free
+        step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
         stepped = _into_bounds(acc_q + step, lower, upper, wraps)
 
         return dict(
-            index=index,
-            next=next_problem,
+            slot=slot,
+            next=next_slot,
             counters=jnp.stack(
                 [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)],
                 axis=1,
             ),
-            lam=jnp.where(reset, 1e-2, lam),
+            lam=jnp.where(reset, _DAMPING_START, lam),
             q=jnp.where(reset[:, None], start, stepped),
             acc=jnp.where(reset[:, None], empty_acc, acc),
             best=jnp.where(finish[:, None], empty_acc, best),
             out=out,
         )
 
-    state = jax.lax.while_loop(lambda s: jnp.any(s["index"] < n_valid), body, state)
+    state = jax.lax.while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state)
     return state["out"]
+
+
+def _solve_all(
+    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int
+) -> jax.Array:
+    """All problems ``[0, n_valid)``: a capped pass over many lanes, then the leftovers.
+
+    Under a lock-step layout every lane waits for the slowest; the queue removes most of
+    that, but a few hard targets (many restarts) would still keep all lanes busy at the end.
+    So the first pass caps each problem at a few restarts, and a second pass with few lanes
+    gives the unsolved ones the rest of their budget.
+    """
+    n_problems, n = seeds.shape
+    k = len(objectives)
+    out = jnp.zeros((n_problems, n + 3 + 2 * k), seeds.dtype)
+    out = out.at[:, -1].set(jnp.inf)  # cost column
+    order = jnp.arange(n_problems)
+    if lanes == 1:
+        return _queue_solve(robot, objectives, seeds, settings, 1, order, n_valid,
+                            settings.max_iterations, 0, out)
+    cap = jnp.minimum(settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart)
+    out = _queue_solve(robot, objectives, seeds, settings, lanes, order, n_valid, cap, 0, out)
+    unsolved = (out[:, n] < 0.5) & (order < n_valid)
+    order = jnp.argsort(~unsolved, stable=True)  # unsolved problems first
+    return _queue_solve(
+        robot, objectives, seeds, settings, min(lanes, _LEFTOVER_LANES), order,
+        jnp.sum(unsolved, dtype=jnp.int32), settings.max_iterations - cap, _FIRST_PASS_RESTARTS,
+        out,
+    )
+
+
+_FIRST_PASS_RESTARTS = 3
+_LEFTOVER_LANES = 8
+# Levenberg-Marquardt damping: start, and factors on an accepted / rejected step.
+_DAMPING_START, _DAMPING_DOWN, _DAMPING_UP = 0.3, 0.35, 3.0  # tuned: bench/tune_ik.py
+_MAX_STEP = np.inf  # rad or m per joint and iteration
 
 
 _FIELDS = (("target", 7), ("axis", 3), ("local_point", 3), ("local_axis", 3), ("weights", 2))
@@ -275,7 +332,8 @@ def _structure(o: obj.Objective) -> tuple:
 def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_vector):
     """The jitted entry point: one (N, n + 18 k) array of seeds and targets in, one array out.
 
-    Output columns: q (n), success, position errors (k), orientation errors (k), iterations.
+    Output columns: q (n), success, position errors (k), orientation errors (k), iterations,
+    cost.
     """
     n = robot.n_joints
     objectives = []
@@ -289,7 +347,7 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_v
             obj.Objective(**fields, kind=kind, link=link, reference=reference, align_axis=align_axis)
         )
     settings, n_valid = _Settings.unpack(settings_vector, n)
-    return _queue_solve(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
+    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
 
 
 def _bucket(n: int) -> int:
@@ -472,9 +530,23 @@ class IKSolver:
             success=out[:, n].reshape(batch) > 0.5,
             position_error=out[:, n + 1 : n + 1 + k].reshape(*batch, k),
             orientation_error=out[:, n + 1 + k : n + 1 + 2 * k].reshape(*batch, k),
-            iterations=out[:, -1].astype(np.int64).reshape(batch),
+            iterations=out[:, n + 1 + 2 * k].astype(np.int64).reshape(batch),
             solve_seconds=elapsed,
         )
+
+
+def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:
+    """Keeps compiled programs on disk (JAX's persistent cache), so that a new process
+    reuses them instead of compiling again. Default: ``$XDG_CACHE_HOME/pyroki_ros/xla``."""
+    if directory is None:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        directory = Path(base) / "pyroki_ros" / "xla"
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return directory
 
 
 def residual_and_jacobian(robot: Robot, objectives, q) -> obj.Evaluation:

@@ -6,6 +6,7 @@ the URDF spec) for the Panda, and a closed form for a planar toy arm.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 TEST_DIR = Path(__file__).resolve().parent
 REPO = TEST_DIR.parent
 sys.path.insert(0, str(TEST_DIR))
-from reference_fk import reference_fk  # noqa: E402
+from reference_fk import reference_fk
 
 PANDA = REPO / "pyroki_ros" / "robots" / "panda.urdf"
 PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -82,36 +83,6 @@ def finish(process: subprocess.Popen) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Starts all the successful invocations at once (they are independent processes)."""
-    tmp = tmp_path_factory.mktemp("cli_fk")
-    rng = np.random.default_rng(7)
-    q = rng.uniform(PANDA_LIMITS[:, 0], PANDA_LIMITS[:, 1], size=(4, 8))
-    np.savez(tmp / "panda_q.npz", q=q)
-    # Same configurations, columns permuted, with the names saying which column is which.
-    perm = np.array([7, 3, 0, 5, 1, 6, 2, 4])
-    np.savez(tmp / "panda_q_perm.npz", q=q[:, perm], joint_names=np.array(PANDA_JOINTS)[perm])
-    planar_q = np.array([[0.0, 0.0], [0.5, -1.2], [-2.0, 2.5], [1.0, 0.3], [3.0, -3.0]])
-    (tmp / "planar.urdf").write_text(PLANAR_URDF)
-    np.savez(tmp / "planar_q.npz", q=planar_q)
-
-    processes = {
-        "path": start_fk(PANDA, tmp / "panda_q.npz", tmp / "path.npz"),
-        "embedded": start_fk("panda", tmp / "panda_q_perm.npz", tmp / "embedded.npz"),
-        "planar": start_fk(tmp / "planar.urdf", tmp / "planar_q.npz", tmp / "planar.npz"),
-    }
-    results = {name: finish(p) for name, p in processes.items()}
-    for name, result in results.items():
-        assert result.returncode == 0, f"{name}: {result.stderr}"
-    return {
-        "q": q,
-        "planar_q": planar_q,
-        "results": results,
-        "out": {name: dict(np.load(tmp / f"{name}.npz")) for name in processes},
-    }
-
-
 def _check_against_reference(out: dict, q: np.ndarray):
     assert out["joint_names"].tolist() == PANDA_JOINTS
     links = out["link_names"].tolist()
@@ -124,7 +95,9 @@ def _check_against_reference(out: dict, q: np.ndarray):
         assert set(links) == set(reference)
         for i, link in enumerate(links):
             np.testing.assert_allclose(poses[b, i, 4:], reference[link][:3, 3], atol=1e-10)
-            np.testing.assert_allclose(quat_matrix(poses[b, i, :4]), reference[link][:3, :3], atol=1e-10)
+            np.testing.assert_allclose(
+                quat_matrix(poses[b, i, :4]), reference[link][:3, :3], atol=1e-10
+            )
             assert abs(np.linalg.norm(poses[b, i, :4]) - 1) < 1e-12
 
 
@@ -136,7 +109,9 @@ def test_fk_panda_path(runs):
 def test_fk_embedded_name_with_permuted_joint_names(runs):
     # The output is in the robot's joint order whatever order the input columns had.
     _check_against_reference(runs["out"]["embedded"], runs["q"])
-    np.testing.assert_allclose(runs["out"]["embedded"]["poses"], runs["out"]["path"]["poses"], atol=1e-12)
+    np.testing.assert_allclose(
+        runs["out"]["embedded"]["poses"], runs["out"]["path"]["poses"], atol=1e-12
+    )
 
 
 def test_fk_planar_closed_form(runs):
@@ -147,10 +122,16 @@ def test_fk_planar_closed_form(runs):
     poses = out["poses"]
     assert poses.shape == (5, 4, 7) and poses.dtype == np.float64
     for b, (q1, q2) in enumerate(runs["planar_q"]):
-        expected_tip = [L1 * math.cos(q1) + L2 * math.cos(q1 + q2), L1 * math.sin(q1) + L2 * math.sin(q1 + q2), 0.2]
+        expected_tip = [
+            L1 * math.cos(q1) + L2 * math.cos(q1 + q2),
+            L1 * math.sin(q1) + L2 * math.sin(q1 + q2),
+            0.2,
+        ]
         np.testing.assert_allclose(poses[b, 3, 4:], expected_tip, atol=1e-12)
         c, s = math.cos(q1 + q2), math.sin(q1 + q2)
-        np.testing.assert_allclose(quat_matrix(poses[b, 3, :4]), [[c, -s, 0], [s, c, 0], [0, 0, 1]], atol=1e-12)
+        np.testing.assert_allclose(
+            quat_matrix(poses[b, 3, :4]), [[c, -s, 0], [s, c, 0], [0, 0, 1]], atol=1e-12
+        )
         np.testing.assert_allclose(poses[b, 0], [1, 0, 0, 0, 0, 0, 0], atol=0)
 
 
@@ -167,21 +148,47 @@ def _bad_cases(tmp: Path) -> dict[str, tuple[list[str], list[str]]]:
         path = tmp / f"{name}.npz"
         if arrays is not None:
             np.savez(path, **arrays)
-        cases[name] = (["fk", "--urdf", str(urdf), "--q", str(path), "--out", str(tmp / f"{name}_out.npz")], fragments)
+        cases[name] = (
+            ["fk", "--urdf", str(urdf), "--q", str(path), "--out", str(tmp / f"{name}_out.npz")],
+            fragments,
+        )
 
     names = np.array(PANDA_JOINTS)
-    case("unknown_joint", {"q": good_q, "joint_names": np.array(PANDA_JOINTS[:7] + ["ghost_joint"])}, ["ghost_joint"])
-    case("fixed_joint_name", {"q": np.zeros((2, 9)), "joint_names": np.append(names, "panda_hand_joint")}, ["panda_hand_joint", "fixed"])
+    case(
+        "unknown_joint",
+        {"q": good_q, "joint_names": np.array(PANDA_JOINTS[:7] + ["ghost_joint"])},
+        ["ghost_joint"],
+    )
+    case(
+        "fixed_joint_name",
+        {"q": np.zeros((2, 9)), "joint_names": np.append(names, "panda_hand_joint")},
+        ["panda_hand_joint", "fixed"],
+    )
     case("wrong_columns", {"q": np.zeros((2, 7))}, ["7 columns", "8"])
-    case("names_length_mismatch", {"q": good_q, "joint_names": names[:7]}, ["7 entries", "8 columns"])
-    case("missing_actuated_name", {"q": np.zeros((2, 8)), "joint_names": np.append(names[:7], "panda_finger_joint2")}, ["lacks", "panda_finger_joint1"])
-    case("duplicate_names", {"q": good_q, "joint_names": np.append(names[:7], "panda_joint1")}, ["duplicate"])
+    case(
+        "names_length_mismatch", {"q": good_q, "joint_names": names[:7]}, ["7 entries", "8 columns"]
+    )
+    case(
+        "missing_actuated_name",
+        {"q": np.zeros((2, 8)), "joint_names": np.append(names[:7], "panda_finger_joint2")},
+        ["lacks", "panda_finger_joint1"],
+    )
+    case(
+        "duplicate_names",
+        {"q": good_q, "joint_names": np.append(names[:7], "panda_joint1")},
+        ["duplicate"],
+    )
     case("nan_q", {"q": np.where(np.eye(2, 8, k=3) > 0, np.nan, 0.0)}, ["NaN"])
     case("inf_q", {"q": np.full((1, 8), np.inf)}, ["infinite"])
     case("q_1d", {"q": np.zeros(8)}, ["shape", "(8,)"])
     case("no_q_array", {"x": good_q}, ["no array 'q'"])
     case("missing_q_file", None, ["missing_q_file.npz"])
-    case("missing_urdf", {"q": good_q}, ["/no/such/robot.urdf", "neither a file nor"], urdf="/no/such/robot.urdf")
+    case(
+        "missing_urdf",
+        {"q": good_q},
+        ["/no/such/robot.urdf", "neither a file nor"],
+        urdf="/no/such/robot.urdf",
+    )
     bad_urdf = tmp / "bad.urdf"
     bad_urdf.write_text("<robot name='x'><link name='a'/><link name='b'/></robot>")
     case("bad_urdf", {"q": good_q}, ["root links"], urdf=bad_urdf)
@@ -190,7 +197,7 @@ def _bad_cases(tmp: Path) -> dict[str, tuple[list[str], list[str]]]:
 
 # Runs inside one subprocess: each case through cli.main, as `python -m pyroki_ros.cli` does
 # (sys.exit(main())), recording the exit status and stderr. One process for all the cases keeps
-# this test fast; test_bad_input_process_exit_status checks a real invocation.
+# this test fast; test_bad_input_process_exit_status checks a real `python -m` invocation.
 _DRIVER = r"""
 import contextlib, io, json, sys
 from pyroki_ros import cli
@@ -211,29 +218,73 @@ print(json.dumps(report))
 """
 
 
-def test_bad_inputs(tmp_path):
-    import json
-
-    cases = _bad_cases(tmp_path)
-    argvs = {name: argv for name, (argv, _) in cases.items()}
-    result = subprocess.run(
-        [sys.executable, "-c", _DRIVER, json.dumps(argvs)],
-        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    for name, (_, fragments) in cases.items():
+def test_bad_inputs(runs):
+    driver = runs["driver"]
+    assert driver.returncode == 0, driver.stderr
+    report = json.loads(driver.stdout.strip().splitlines()[-1])
+    for name, (_, fragments) in runs["bad_cases"].items():
         status, stderr = report[name]
         assert status not in (0, None), f"{name}: exit status {status}"
         for fragment in fragments:
             assert fragment in stderr, f"{name}: {fragment!r} not in stderr {stderr!r}"
         assert "Traceback" not in stderr, f"{name}: {stderr}"
-        assert not (tmp_path / f"{name}_out.npz").exists(), f"{name}: wrote an output file"
+        assert not (runs["bad_dir"] / f"{name}_out.npz").exists(), f"{name}: wrote an output"
 
 
-def test_bad_input_process_exit_status(tmp_path):
-    np.savez(tmp_path / "q.npz", q=np.zeros((3, 5)))
-    result = finish(start_fk("panda", tmp_path / "q.npz", tmp_path / "out.npz"))
+def test_bad_input_process_exit_status(runs):
+    result = runs["bad_process"]
     assert result.returncode != 0
     assert "5 columns" in result.stderr and "Traceback" not in result.stderr
-    assert not (tmp_path / "out.npz").exists()
+    assert not runs["bad_out"].exists()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Starts every subprocess of this file at once: they are independent, and most of their
+    time is spent importing JAX and compiling, which overlaps well."""
+    tmp = tmp_path_factory.mktemp("cli_fk")
+    rng = np.random.default_rng(7)
+    q = rng.uniform(PANDA_LIMITS[:, 0], PANDA_LIMITS[:, 1], size=(4, 8))
+    np.savez(tmp / "panda_q.npz", q=q)
+    # Same configurations, columns permuted, with the names saying which column is which.
+    perm = np.array([7, 3, 0, 5, 1, 6, 2, 4])
+    np.savez(tmp / "panda_q_perm.npz", q=q[:, perm], joint_names=np.array(PANDA_JOINTS)[perm])
+    planar_q = np.array([[0.0, 0.0], [0.5, -1.2], [-2.0, 2.5], [1.0, 0.3], [3.0, -3.0]])
+    (tmp / "planar.urdf").write_text(PLANAR_URDF)
+    np.savez(tmp / "planar_q.npz", q=planar_q)
+
+    np.savez(tmp / "q_5_columns.npz", q=np.zeros((3, 5)))
+    bad_dir = tmp / "bad"
+    bad_dir.mkdir()
+    bad_cases = _bad_cases(bad_dir)
+    argvs = {name: argv for name, (argv, _) in bad_cases.items()}
+
+    good = {
+        "path": start_fk(PANDA, tmp / "panda_q.npz", tmp / "path.npz"),
+        "embedded": start_fk("panda", tmp / "panda_q_perm.npz", tmp / "embedded.npz"),
+        "planar": start_fk(tmp / "planar.urdf", tmp / "planar_q.npz", tmp / "planar.npz"),
+    }
+    bad_process = start_fk("panda", tmp / "q_5_columns.npz", tmp / "bad_out.npz")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, json.dumps(argvs)],
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = {name: finish(p) for name, p in good.items()}
+    bad_result, driver_result = finish(bad_process), finish(driver)  # all reaped before asserting
+    for name, result in results.items():
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+    return {
+        "q": q,
+        "planar_q": planar_q,
+        "results": results,
+        "out": {name: dict(np.load(tmp / f"{name}.npz")) for name in good},
+        "bad_process": bad_result,
+        "bad_out": tmp / "bad_out.npz",
+        "driver": driver_result,
+        "bad_cases": bad_cases,
+        "bad_dir": bad_dir,
+    }

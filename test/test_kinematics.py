@@ -28,7 +28,7 @@ from pyroki_ros import Robot, forward_kinematics, link_jacobian
 from pyroki_ros.robots import urdf_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_fk import reference_fk  # noqa: E402
+from reference_fk import reference_fk
 
 # The backend optimisation level only changes how fast the generated code runs, not what it
 # computes; level 0 roughly halves compile time, which is most of this file's run time.
@@ -54,7 +54,9 @@ def evaluate(robot: Robot, q: jax.Array, links: tuple[str, ...]) -> dict[str, ja
         "poses": forward_kinematics(robot, q).wxyz_xyz,  # (B, L, 7)
         "vmapped_poses": vmapped_poses,  # (B, L, 7)
         "d_poses": d_poses,  # (B, L, 7, n)
-        "jac": jnp.stack([link_jacobian(robot, q, link) for link in links], axis=-3),  # (B, K, 6, n)
+        "jac": jnp.stack(
+            [link_jacobian(robot, q, link) for link in links], axis=-3
+        ),  # (B, K, 6, n)
     }
 
 
@@ -94,9 +96,10 @@ def rot_axis(axis, angle):
     return np.eye(3) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx
 
 
-def homogeneous(rot=np.eye(3), trans=(0.0, 0.0, 0.0)):
+def homogeneous(rot=None, trans=(0.0, 0.0, 0.0)):
     t = np.eye(4)
-    t[:3, :3] = rot
+    if rot is not None:
+        t[:3, :3] = rot
     t[:3, 3] = trans
     return t
 
@@ -198,7 +201,9 @@ PRISMATIC = (
         axis=_v(PRISM_AXIS),
         extra='<limit lower="-0.5" upper="1" velocity="1" effort="1"/>',
     )
-    + _joint("r", "revolute", "slider", "link2", origin='xyz="0.1 0 0"', axis=_v(REV_AXIS), extra=LIM)
+    + _joint(
+        "r", "revolute", "slider", "link2", origin='xyz="0.1 0 0"', axis=_v(REV_AXIS), extra=LIM
+    )
     + _joint("t2", "fixed", "link2", "ptip", origin='xyz="0.3 0 0" rpy="0.3 0 0"')
 )
 
@@ -214,17 +219,43 @@ def prismatic_closed_form(d, r):
 #    mimic, listed before its source. s is prismatic along x; sm mimics s (x3, +0.01) along y.
 MIMIC = (
     _links("A", "B", "C", "D", "S", "S2")
-    + _joint("m2", "revolute", "B", "C", origin='xyz="1 0 0"', axis="0 0 1",
-             extra=LIM + '<mimic joint="m" multiplier="0.5" offset="-0.1"/>')
+    + _joint(
+        "m2",
+        "revolute",
+        "B",
+        "C",
+        origin='xyz="1 0 0"',
+        axis="0 0 1",
+        extra=LIM + '<mimic joint="m" multiplier="0.5" offset="-0.1"/>',
+    )
     + _joint("j", "revolute", "world", "A", axis="0 0 1", extra=LIM)
-    + _joint("m", "revolute", "A", "B", origin='xyz="1 0 0"', axis="0 0 1",
-             extra=LIM + '<mimic joint="j" multiplier="-2" offset="0.3"/>')
+    + _joint(
+        "m",
+        "revolute",
+        "A",
+        "B",
+        origin='xyz="1 0 0"',
+        axis="0 0 1",
+        extra=LIM + '<mimic joint="j" multiplier="-2" offset="0.3"/>',
+    )
     + _joint("f", "fixed", "C", "D", origin='xyz="1 0 0"')
-    + _joint("s", "prismatic", "world", "S", axis="1 0 0",
-             extra='<limit lower="0" upper="1" velocity="1" effort="1"/>')
-    + _joint("sm", "prismatic", "S", "S2", axis="0 1 0",
-             extra='<limit lower="0" upper="5" velocity="1" effort="1"/>'
-             '<mimic joint="s" multiplier="3" offset="0.01"/>')
+    + _joint(
+        "s",
+        "prismatic",
+        "world",
+        "S",
+        axis="1 0 0",
+        extra='<limit lower="0" upper="1" velocity="1" effort="1"/>',
+    )
+    + _joint(
+        "sm",
+        "prismatic",
+        "S",
+        "S2",
+        axis="0 1 0",
+        extra='<limit lower="0" upper="5" velocity="1" effort="1"/>'
+        '<mimic joint="s" multiplier="3" offset="0.01"/>',
+    )
 )
 
 
@@ -249,7 +280,9 @@ RPY_CHAIN = (
     + _joint("c", "continuous", "L2", "L3", origin=f'rpy="{_v(R3)}"', axis="0 0 1")
 )
 
-TOYS = '<robot name="toys"><link name="world"/>' + PLANAR + PRISMATIC + MIMIC + RPY_CHAIN + "</robot>"
+TOYS = (
+    '<robot name="toys"><link name="world"/>' + PLANAR + PRISMATIC + MIMIC + RPY_CHAIN + "</robot>"
+)
 TOY_JOINTS = ("q1", "q2", "d", "r", "j", "s", "c")  # actuated, document order
 # Links whose Jacobians are evaluated (each one costs about a second of compile time).
 TOY_LINKS = ("tip", "ptip", "D", "S2")
@@ -345,14 +378,20 @@ def test_prismatic_along_rotated_axis(toys):
             np.testing.assert_allclose(toys.pose(b, link), t, atol=2e-6, err_msg=link)
         # A prismatic joint moves along its axis (in the root frame) and turns nothing.
         axis_root = rpy(*PRISM_RPY) @ PRISM_AXIS / 3
-        np.testing.assert_allclose(toys.jacobian(b, "ptip")[:, i_d], [*axis_root, 0, 0, 0], atol=1e-6)
+        np.testing.assert_allclose(
+            toys.jacobian(b, "ptip")[:, i_d], [*axis_root, 0, 0, 0], atol=1e-6
+        )
 
 
 def test_mimic_joints(toys):
     for b in range(len(toys.q)):
-        for link, (pos, heading) in mimic_closed_form(toys.value(b, "j"), toys.value(b, "s")).items():
+        for link, (pos, heading) in mimic_closed_form(
+            toys.value(b, "j"), toys.value(b, "s")
+        ).items():
             np.testing.assert_allclose(toys.pose(b, link)[:3, 3], pos, atol=2e-6, err_msg=link)
-            np.testing.assert_allclose(toys.pose(b, link)[:3, :3], rz(heading), atol=2e-6, err_msg=link)
+            np.testing.assert_allclose(
+                toys.pose(b, link)[:3, :3], rz(heading), atol=2e-6, err_msg=link
+            )
 
 
 def test_mimic_jacobian_closed_form(toys):
@@ -461,7 +500,11 @@ def test_grad_is_finite_and_matches_finite_differences():
         # Rows: each base configuration, then its +h and -h steps along every joint.
         steps = h * np.eye(n)
         points = np.concatenate(
-            [bases, (bases[:, None] + steps).reshape(-1, n), (bases[:, None] - steps).reshape(-1, n)]
+            [
+                bases,
+                (bases[:, None] + steps).reshape(-1, n),
+                (bases[:, None] - steps).reshape(-1, n),
+            ]
         )
         values, grads = (np.asarray(x) for x in value_and_grad(jnp.asarray(points)))
         assert grads.dtype == np.float64
@@ -514,6 +557,37 @@ def test_wrong_q_shape_raises(panda, shape):
 
 
 def test_float64_without_x64_raises():
-    with jax.enable_x64(False):
-        with pytest.raises(ValueError, match="jax_enable_x64"):
-            Robot.from_urdf(TOYS, dtype=jnp.float64)
+    with jax.enable_x64(False), pytest.raises(ValueError, match="jax_enable_x64"):
+        Robot.from_urdf(TOYS, dtype=jnp.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Known core bugs (reported): strict xfails, so a fix makes them fail until the mark is removed.
+# --------------------------------------------------------------------------------------------
+
+MOUNT = (
+    '<robot name="mount"><link name="a"/><link name="b"/>'
+    '<joint name="f" type="fixed"><parent link="a"/><child link="b"/><origin xyz="1 2 3"/></joint>'
+    "</robot>"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: with no actuated joints, joint_values gathers from an empty q axis "
+    "(TypeError) and _columns_to_joints calls max() on an empty sequence",
+)
+def test_robot_without_actuated_joints():
+    robot = Robot.from_urdf(MOUNT)
+    assert robot.n_joints == 0
+    poses, jacobian = fk_and_jac(robot, jnp.zeros((0,)), "b")
+    np.testing.assert_allclose(poses[1], [1, 0, 0, 0, 1, 2, 3], atol=1e-7)
+    assert jacobian.shape == (6, 0)
+
+
+@pytest.mark.xfail(strict=True, reason="core bug: integer link indices are not range-checked")
+def test_link_jacobian_rejects_out_of_range_link_index(toys):
+    n = toys.robot.n_links
+    for bad in (n, -n - 1):
+        with pytest.raises(ValueError, match=str(bad)):
+            link_jacobian(toys.robot, jnp.zeros(toys.robot.n_joints), bad)

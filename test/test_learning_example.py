@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import train_through_fk as example  # noqa: E402
+import train_through_fk as example
 
 
 def test_predicted_joints_stay_inside_limits():

@@ -20,9 +20,9 @@ from pyroki_ros import Robot, URDFError, forward_kinematics, link_jacobian
 # A tree with several branches and every supported joint type. Links are declared in a
 # scrambled order, the root ("base") is not first, and the joints are not in tree order.
 #
-#   base ─ j_rev (revolute) ─ upper ─ j_pri (prismatic, axis 0 2 2) ─ slider ─ j_tool (fixed) ─ tool
+#   base ─ j_rev (revolute) ─ upper ─ j_pri (prismatic, axis 0 2 2) ─ slider ─ j_tool ─ tool
 #        ├ j_wheel (continuous) ─ wheel
-#        ├ j_m1 (revolute, mimic j_rev x2 +0.1) ─ arm_b ─ j_m2 (revolute, mimic j_m1 x-0.5 +0.3) ─ arm_c
+#        ├ j_m1 (revolute, mimic j_rev x2 +0.1) ─ arm_b ─ j_m2 (mimic j_m1 x-0.5 +0.3) ─ arm_c
 #        └ j_cam (fixed) ─ camera
 # --------------------------------------------------------------------------------------------
 
@@ -31,8 +31,12 @@ TREE_URDF = """<?xml version="1.0"?>
   <link name="slider"/>
   <link name="tool"/>
   <link name="base">
-    <visual><geometry><mesh filename="package://no_such_package/meshes/base.dae"/></geometry></visual>
-    <collision><geometry><mesh filename="package://no_such_package/meshes/base.stl"/></geometry></collision>
+    <visual>
+      <geometry><mesh filename="package://no_such_package/meshes/base.dae"/></geometry>
+    </visual>
+    <collision>
+      <geometry><mesh filename="package://no_such_package/meshes/base.stl"/></geometry>
+    </collision>
   </link>
   <link name="arm_c"/>
   <link name="upper"/>
@@ -300,7 +304,10 @@ BAD_URDFS = {
         _robot(_links("a", "b"), '<joint type="fixed"><parent link="a"/><child link="b"/></joint>'),
         ["<joint>", "name"],
     ),
-    "missing_parent": (_robot(_links("a", "b"), _joint("j1", "fixed", None, "b")), ["j1", "parent"]),
+    "missing_parent": (
+        _robot(_links("a", "b"), _joint("j1", "fixed", None, "b")),
+        ["j1", "parent"],
+    ),
     "missing_child": (_robot(_links("a", "b"), _joint("j1", "fixed", "a", None)), ["j1", "child"]),
     "unknown_parent": (
         _robot(_links("a", "b"), _joint("j1", "fixed", "ghost", "b")),
@@ -311,7 +318,9 @@ BAD_URDFS = {
         ["j1", "ghost", "does not exist"],
     ),
     "two_parents": (
-        _robot(_links("a", "b", "c"), _joint("j1", "fixed", "a", "c"), _joint("j2", "fixed", "b", "c")),
+        _robot(
+            _links("a", "b", "c"), _joint("j1", "fixed", "a", "c"), _joint("j2", "fixed", "b", "c")
+        ),
         ["'c'", "two joints"],
     ),
     "self_loop": (_robot(_links("a"), _joint("j1", "fixed", "a", "a")), ["j1", "itself"]),
@@ -333,9 +342,14 @@ BAD_URDFS = {
         ["2 root links", "a, c"],
     ),
     "disconnected_links": (_robot(_links("a", "b")), ["2 root links", "a, b"]),
-    "duplicate_link": (_robot(_links("a", "b", "a"), _joint("j1", "fixed", "a", "b")), ["duplicate link", "'a'"]),
+    "duplicate_link": (
+        _robot(_links("a", "b", "a"), _joint("j1", "fixed", "a", "b")),
+        ["duplicate link", "'a'"],
+    ),
     "duplicate_joint": (
-        _robot(_links("a", "b", "c"), _joint("j1", "fixed", "a", "b"), _joint("j1", "fixed", "b", "c")),
+        _robot(
+            _links("a", "b", "c"), _joint("j1", "fixed", "a", "b"), _joint("j1", "fixed", "b", "c")
+        ),
         ["duplicate joint", "'j1'"],
     ),
     "floating_joint": (_arm(jtype="floating"), ["j1", "floating", "supported"]),
@@ -379,8 +393,14 @@ BAD_URDFS = {
         ["mimic", "cycle"],
     ),
     "mimic_self": (_arm(_LIM + '<mimic joint="j1"/>'), ["mimic", "cycle", "j1"]),
-    "non_numeric_xyz": (_arm(_LIM + '<origin xyz="0 zero 0"/>'), ["j1", "xyz", "0 zero 0", "not numeric"]),
-    "non_numeric_rpy": (_arm(_LIM + '<origin rpy="0 0 half_pi"/>'), ["j1", "rpy", "half_pi", "not numeric"]),
+    "non_numeric_xyz": (
+        _arm(_LIM + '<origin xyz="0 zero 0"/>'),
+        ["j1", "xyz", "0 zero 0", "not numeric"],
+    ),
+    "non_numeric_rpy": (
+        _arm(_LIM + '<origin rpy="0 0 half_pi"/>'),
+        ["j1", "rpy", "half_pi", "not numeric"],
+    ),
     "wrong_count_xyz": (_arm(_LIM + '<origin xyz="1 2"/>'), ["j1", "xyz", "3 numbers"]),
     "non_numeric_axis": (_arm(_LIM + '<axis xyz="x y z"/>'), ["j1", "axis", "not numeric"]),
     "non_numeric_limit": (
@@ -403,9 +423,15 @@ BAD_URDFS = {
     "nan_rpy": (_arm(_LIM + '<origin rpy="NaN 0 0"/>'), ["j1", "rpy", "not finite"]),
     "inf_xyz": (_arm(_LIM + '<origin xyz="inf 0 0"/>'), ["j1", "xyz", "not finite"]),
     "nan_axis": (_arm(_LIM + '<axis xyz="0 0 nan"/>'), ["j1", "axis", "not finite"]),
-    "nan_limit": (_arm('<limit lower="nan" upper="1" velocity="1" effort="1"/>'), ["j1", "lower", "not finite"]),
+    "nan_limit": (
+        _arm('<limit lower="nan" upper="1" velocity="1" effort="1"/>'),
+        ["j1", "lower", "not finite"],
+    ),
     "zero_axis": (_arm(_LIM + '<axis xyz="0 0 0"/>'), ["j1", "zero", "axis"]),
-    "zero_axis_prismatic": (_arm(_LIM + '<axis xyz="0 0 0"/>', "prismatic"), ["j1", "zero", "axis"]),
+    "zero_axis_prismatic": (
+        _arm(_LIM + '<axis xyz="0 0 0"/>', "prismatic"),
+        ["j1", "zero", "axis"],
+    ),
     "lower_above_upper": (
         _arm('<limit lower="2" upper="1" velocity="1" effort="1"/>'),
         ["j1", "lower", "2", "above", "upper", "1"],

@@ -215,5 +215,5 @@ def joint_state(names: Iterable[str], q, stamp=None) -> JointState:
 
 
 def seconds_to_duration(seconds: float) -> Duration:
-    nanoseconds = int(round(seconds * 1e9))
+    nanoseconds = round(seconds * 1e9)
     return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)

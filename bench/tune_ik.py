@@ -1,0 +1,54 @@
+"""Iteration counts of the IK solver for damping / restart settings (load-independent).
+
+Iterations, not seconds: the numbers do not depend on what else the machine is doing, so
+this is how the defaults in pyroki_ros/ik.py were chosen.
+
+    python bench/tune_ik.py [--robot panda --tip panda_hand] [--targets 1000]
+"""
+
+import argparse
+import itertools
+
+import numpy as np
+
+import pyroki_ros.ik as ik
+from pyroki_ros import Robot
+from pyroki_ros import objectives as O
+from pyroki_ros.kinematics import forward_kinematics
+from pyroki_ros.robots import urdf_path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--robot", default="panda")
+    parser.add_argument("--tip", default="panda_hand")
+    parser.add_argument("--targets", type=int, default=1000)
+    args = parser.parse_args()
+
+    robot = Robot.from_urdf(urdf_path(args.robot))
+    arm = [j for j in robot.joint_names if "finger" not in j]
+    lo, hi = np.asarray(robot.lower), np.asarray(robot.upper)
+    qs = lo + np.random.default_rng(0).uniform(size=(args.targets, robot.n_joints)) * (hi - lo)
+    targets = np.asarray(forward_kinematics(robot, qs).wxyz_xyz[:, robot.link_index(args.tip)])
+
+    print("| damping start | down | up | iterations/restart | success | first try | median | mean | p95 | p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for start, (down, up), per_restart in itertools.product(
+        (0.01, 0.1, 0.3, 1.0), ((0.25, 4.0), (0.35, 3.0), (0.5, 2.0)), (10, 15, 20)
+    ):
+        ik._DAMPING_START, ik._DAMPING_DOWN, ik._DAMPING_UP = start, down, up
+        solver = ik.IKSolver(robot)  # new programs: the constants are read when tracing
+        r = solver.solve(
+            O.pose(args.tip, targets), active_joints=arm, iterations_per_restart=per_restart
+        )
+        it = r.iterations
+        print(
+            f"| {start} | {down} | {up} | {per_restart} | {r.success.mean():.4f} | "
+            f"{(it <= per_restart).mean():.3f} | {np.median(it):.0f} | {it.mean():.1f} | "
+            f"{np.percentile(it, 95):.0f} | {np.percentile(it, 99):.0f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,584 @@
+"""A loaded robot model for the node: robot, IK solver, FK, warm-up, request translation.
+
+Nothing here creates ROS entities; the node (``node.py``) owns the rclpy side. Request
+messages come in, core objectives and numpy arrays go to the solver, and :class:`RequestError`
+(``conversions.py``) comes out for anything the node must refuse.
+
+Frames. The core solves in the URDF root frame. A target whose ``header.frame_id`` is a robot
+link (the base frame included) is moved into the root frame with that link's pose *at the seed
+configuration*, held fixed during the solve (as documented in msg/IKObjective.msg). For a goal
+relative to a link that moves with the solution, use ``reference_link`` instead: the core then
+solves the relative objective exactly.
+
+Compilation. The solver compiles once per (objective structure, batch-size bucket). A model
+compiles FK and the default tip pose objective at bucket 1 before it serves anything
+(:meth:`LoadedModel.warm_up`), and the SolveIKBatch buckets in the background afterwards
+(:meth:`LoadedModel.warm_up_batches`); a request for a program being compiled waits for it
+instead of compiling it a second time. Other structures compile on their first use.
+
+Thread safety. Every solver call passes ``max_deviation`` as a numpy array, which keeps the
+core's per-options cache out of the way, so requests may solve concurrently from several
+executor threads. Compiling a program not yet known to be compiled is serialised by
+``_compile_lock``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+
+import jax
+import numpy as np
+
+from pyroki_ros import Robot, forward_kinematics
+from pyroki_ros import objectives as O
+from pyroki_ros.ik import BUCKETS, IKResult, IKSolver
+from pyroki_ros.msg import ErrorCode, IKObjective
+
+from .conversions import (
+    RequestError,
+    duration_seconds,
+    joint_state_positions,
+    pose_compose,
+    pose_to_wxyz_xyz,
+    quat_rotate,
+    unit_vector,
+    vector,
+)
+
+# IKObjective.type -> name, for messages.
+OBJECTIVE_TYPES = {
+    IKObjective.POSE: "POSE",
+    IKObjective.POSITION: "POSITION",
+    IKObjective.ORIENTATION: "ORIENTATION",
+    IKObjective.POINT: "POINT",
+    IKObjective.HINGE: "HINGE",
+    IKObjective.PLANE: "PLANE",
+    IKObjective.LINE: "LINE",
+}
+# A seed this far outside a joint's limits is refused (INVALID_JOINT_STATE); closer, clipped.
+LIMIT_MARGIN = 1e-3
+MAX_RESTARTS = 1000
+DEFAULT_TOLERANCES = (1e-3, math.radians(1.0))  # m, rad
+
+
+@dataclasses.dataclass(frozen=True)
+class SolveSettings:
+    """Node defaults a request falls back to (0 / -1 / empty fields)."""
+
+    position_tolerance: float = 1e-3
+    orientation_tolerance: float = math.radians(1.0)
+    max_iterations: int = 100  # per attempt
+    restarts: int = 8
+    timeout: float = 0.1  # s, single solves; 0 = no limit
+
+
+@dataclasses.dataclass
+class SolveOutcome:
+    q: np.ndarray  # (*batch, n)
+    success: np.ndarray  # (*batch,)
+    position_error: np.ndarray  # (*batch, k)
+    orientation_error: np.ndarray  # (*batch, k)
+    iterations: int
+    solve_seconds: float
+    code: int
+    message: str
+
+
+def bucket(count: int) -> int:
+    """The solver's batch-size bucket for ``count`` problems (see pyroki_ros.ik.BUCKETS)."""
+    for size in BUCKETS:
+        if count <= size:
+            return size
+    return int(math.ceil(count / BUCKETS[-1]) * BUCKETS[-1])
+
+
+def default_tip(robot: Robot) -> str:
+    """A sensible end effector when none is configured: the leaf link at the end of the longest
+    chain of revolute joints (ties: fewest other actuated joints, then last in tree order)."""
+    from pyroki_ros.robot import REVOLUTE
+
+    children = {p for p in robot.parent_index if p >= 0}
+    best, best_key = robot.root_link, None
+    for i, name in enumerate(robot.link_names):
+        if i in children:
+            continue
+        chain = robot.ancestors(i)
+        actuated = {robot.q_index[j] for j in chain if robot.q_index[j] >= 0}
+        revolute = {robot.q_index[j] for j in chain
+                    if robot.q_index[j] >= 0 and robot.joint_type[j] == REVOLUTE}
+        key = (len(revolute), -(len(actuated) - len(revolute)), i)
+        if best_key is None or key > best_key:
+            best, best_key = name, key
+    return best
+
+
+def objective_structure(objective: O.Objective) -> tuple:
+    """What the solver compiles for (kind, link, reference, align_axis)."""
+    return (objective.kind, objective.link, objective.reference, objective.align_axis)
+
+
+class LoadedModel:
+    """One robot model and everything the node needs to answer requests for it."""
+
+    def __init__(
+        self,
+        urdf: str,
+        *,
+        base_frame: str = "",
+        tip_link: str = "",
+        device: str | None = None,
+        source: str = "",
+    ):
+        """Parses the URDF (URDFError / ValueError on bad input) and creates the solver.
+
+        ``base_frame`` / ``tip_link``: configured names; empty or absent from this model ->
+        the root link / :func:`default_tip`, with a note in :attr:`notes`.
+        """
+        self.urdf = urdf
+        self.source = source
+        self.robot = robot = Robot.from_urdf(urdf)
+        if robot.n_joints == 0:
+            raise ValueError(f"robot '{robot.name}' has no actuated joint: nothing to solve for")
+        self.solver = IKSolver(robot, device=device)
+        self.device = self.solver.device
+        self.joint_names: tuple[str, ...] = robot.joint_names
+        self.link_names: tuple[str, ...] = robot.link_names
+        self._link_set = set(self.link_names)
+        self._joint_index = {name: i for i, name in enumerate(self.joint_names)}
+        self.lower = np.asarray(robot.lower, np.float64)
+        self.upper = np.asarray(robot.upper, np.float64)
+        self.continuous = np.asarray(robot.continuous, bool)
+        velocity = np.asarray(robot.velocity_limits, np.float64)
+        self.velocity_limits = np.where(np.isfinite(velocity) & (velocity > 0), velocity, np.inf)
+        self.middle = (self.lower + self.upper) / 2
+        self.notes: list[str] = []
+        if not np.all(np.isfinite(velocity) & (velocity > 0)):
+            unlimited = [j for j, v in zip(self.joint_names, velocity) if not 0 < v < np.inf]
+            self.notes.append(
+                f"no usable velocity limit in the URDF for {', '.join(unlimited)}: teleop steps "
+                "of these joints are not limited"
+            )
+        self.base_frame = self.root_link
+        self.tip_link = default_tip(robot)
+        self.set_frames(base_frame, tip_link, notes=self.notes)
+        self._fk = jax.jit(forward_kinematics)
+        self._compiled: set[tuple] = set()
+        self._moving: dict[tuple, list[str] | None] = {}
+        self._compile_lock = threading.Lock()
+        self.warm_up_seconds = 0.0
+        self.batch_warm_up_seconds = 0.0
+
+    # --- names ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.robot.name
+
+    @property
+    def root_link(self) -> str:
+        return self.robot.root_link
+
+    def set_frames(self, base_frame: str, tip_link: str, notes: list[str] | None = None) -> None:
+        """Applies configured base frame / tip link names, falling back where this model lacks
+        them (reasons appended to ``notes``; without ``notes`` an unknown name raises)."""
+        for attribute, wanted, fallback, what in (
+            ("base_frame", base_frame, self.root_link, "base_frame"),
+            ("tip_link", tip_link, default_tip(self.robot), "tip_link"),
+        ):
+            if not wanted:
+                setattr(self, attribute, fallback)
+            elif wanted in self._link_set:
+                setattr(self, attribute, wanted)
+            elif notes is None:
+                raise ValueError(f"{what} '{wanted}' is not a link of robot '{self.name}'")
+            else:
+                notes.append(
+                    f"{what} '{wanted}' is not a link of robot '{self.name}'; using '{fallback}'"
+                )
+                setattr(self, attribute, fallback)
+
+    def check_link(self, link: str, what: str) -> None:
+        if link not in self._link_set:
+            raise RequestError(
+                ErrorCode.UNKNOWN_LINK,
+                f"{what} '{link}' is not a link of robot '{self.name}'; links: "
+                f"{', '.join(self.link_names)}",
+            )
+
+    def frame_index(self, frame: str, what: str) -> int:
+        name = frame.lstrip("/") or self.base_frame
+        if name not in self._link_set:
+            raise RequestError(
+                ErrorCode.UNKNOWN_FRAME,
+                f"{what} frame '{frame}' is neither the base frame '{self.base_frame}' nor a "
+                f"link of robot '{self.name}'",
+            )
+        return self.link_names.index(name)
+
+    def describe(self) -> str:
+        return (
+            f"robot '{self.name}' ({self.source}): {len(self.link_names)} links, "
+            f"{len(self.joint_names)} actuated joints ({', '.join(self.joint_names)}), "
+            f"base frame '{self.base_frame}', tip link '{self.tip_link}', device {self.device}"
+        )
+
+    # --- kinematics --------------------------------------------------------------------------
+
+    def fk(self, q) -> np.ndarray:
+        """Poses of every link in the root frame at ``q`` (n,): (n_links, 7) wxyz_xyz float64."""
+        q = np.asarray(q, np.dtype(self.robot.dtype))
+        return np.asarray(self._fk(self.robot, q).wxyz_xyz, np.float64)
+
+    def seed(
+        self,
+        state,
+        latest: dict[str, float] | None,
+        what: str,
+        *,
+        check_limits: bool = True,
+    ) -> np.ndarray:
+        """Configuration (n,) from a JointState ``state`` (may be empty), completed with the
+        latest /joint_states and then the middle of the limits. Raises INVALID_JOINT_STATE /
+        UNKNOWN_JOINT for bad input."""
+        q = self.middle.copy()
+        if latest:
+            self._apply(q, latest, strict=False)
+        if state is not None and (len(state.name) or len(state.position)):
+            given = joint_state_positions(state, what)
+            unknown = [
+                n for n in given
+                if n not in self._joint_index and n not in self.robot.mimic_joint_names
+            ]
+            if unknown:
+                raise RequestError(
+                    ErrorCode.UNKNOWN_JOINT,
+                    f"{what} names joints that are not actuated joints of robot '{self.name}': "
+                    f"{', '.join(unknown)}; actuated: {', '.join(self.joint_names)}",
+                )
+            if check_limits:
+                self._check_limits(given, what)
+            self._apply(q, given, strict=True)
+        return self.clip(q)
+
+    def _apply(self, q: np.ndarray, values: dict[str, float], strict: bool) -> None:
+        for name, value in values.items():
+            i = self._joint_index.get(name)
+            if i is not None and (strict or math.isfinite(value)):
+                q[i] = value
+
+    def _check_limits(self, values: dict[str, float], what: str) -> None:
+        bad = []
+        for name, value in values.items():
+            i = self._joint_index.get(name)
+            if i is None or self.continuous[i]:
+                continue
+            if value < self.lower[i] - LIMIT_MARGIN or value > self.upper[i] + LIMIT_MARGIN:
+                bad.append(
+                    f"{name} = {value:.4g} not in [{self.lower[i]:.4g}, {self.upper[i]:.4g}]")
+        if bad:
+            raise RequestError(
+                ErrorCode.INVALID_JOINT_STATE,
+                f"{what} is outside the joint limits: {'; '.join(bad)}",
+            )
+
+    def clip(self, q: np.ndarray) -> np.ndarray:
+        wrapped = np.mod(q + np.pi, 2 * np.pi) - np.pi
+        return np.where(self.continuous, wrapped, np.clip(q, self.lower, self.upper))
+
+    # --- request translation -------------------------------------------------------------------
+
+    def objective(
+        self, msg: IKObjective, what: str, frames: np.ndarray, default_frame: str = ""
+    ) -> O.Objective:
+        """A core objective (in the root frame, or relative) from an IKObjective message.
+
+        ``frames``: FK at the seed, (n_links, 7), to place targets given in a link's frame.
+        """
+        kind = OBJECTIVE_TYPES.get(msg.type)
+        if kind is None:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"{what}: unknown objective type {msg.type}; expected one of "
+                + ", ".join(f"{v} ({k})" for k, v in OBJECTIVE_TYPES.items()),
+            )
+        if not msg.link:
+            raise RequestError(ErrorCode.INVALID_REQUEST, f"{what}: link is empty (required)")
+        what = f"{what} ({kind} on '{msg.link}')"
+        self.check_link(msg.link, f"{what}: link")
+        if kind == "POINT":
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"{what}: POINT (aim / look-at) objectives are not supported by the solver core "
+                "yet; use POSITION for a point-to-point goal",
+            )
+        weights = np.array([msg.position_weight, msg.orientation_weight], np.float64)
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"{what}: position_weight and orientation_weight must be finite and >= 0, got "
+                f"{weights.tolist()}",
+            )
+        uses_orientation = kind in ("POSE", "ORIENTATION")
+        target = pose_to_wxyz_xyz(msg.target.pose, f"{what}: target", orientation=uses_orientation)
+        axis = None
+        if kind in ("HINGE", "PLANE", "LINE"):
+            axis = unit_vector(msg.axis, f"{what}: axis")
+        local_point = vector(msg.local_point, f"{what}: local_point")
+        local_axis = unit_vector(msg.local_axis, f"{what}: local_axis", default=(0.0, 0.0, 1.0))
+
+        reference = None
+        if msg.reference_link:
+            self.check_link(msg.reference_link, f"{what}: reference_link")
+            frame_id = msg.target.header.frame_id.lstrip("/")
+            if frame_id and frame_id != msg.reference_link:
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{what}: with reference_link '{msg.reference_link}' the target is in that "
+                    f"link's frame; target.header.frame_id must be empty or the same, got "
+                    f"'{msg.target.header.frame_id}'",
+                )
+            if msg.reference_link != self.root_link:
+                reference = msg.reference_link
+        else:
+            # Move the target (and its axis) into the root frame with FK at the seed.
+            frame = msg.target.header.frame_id or default_frame
+            index = self.frame_index(frame, f"{what}: target")
+            if index != 0:
+                placement = frames[index]
+                target = pose_compose(placement, target)
+                if axis is not None:
+                    axis = quat_rotate(placement[:4], axis)
+
+        pw, ow = weights
+        position, wxyz = target[4:], target[:4]
+        link = msg.link
+        if kind == "POSE":
+            made = O.pose(link, target, reference=reference, position_weight=pw,
+                          orientation_weight=ow)
+            if np.any(local_point != 0):
+                made = dataclasses.replace(made, local_point=local_point)
+            return made
+        if kind == "POSITION":
+            return O.point(link, local_point, position, reference=reference, weight=pw)
+        if kind == "ORIENTATION":
+            return O.orientation(link, wxyz, reference=reference, weight=ow)
+        if kind == "HINGE":
+            return O.hinge(link, local_point, local_axis, position, axis, reference=reference,
+                           position_weight=pw, orientation_weight=ow)
+        if kind == "PLANE":
+            return O.plane(link, local_point, position, axis, reference=reference,
+                           position_weight=pw, orientation_weight=ow)
+        return O.line(link, local_point, position, axis, reference=reference,
+                      position_weight=pw, orientation_weight=ow)
+
+    def moving_joints(self, objectives) -> list[str] | None:
+        """Actuated joints that move any objective's link or reference (None: all). The
+        default set of active joints: the others could only wander, so they keep their seed."""
+        key = tuple((o.link, o.reference) for o in objectives)
+        cached = self._moving.get(key)
+        if cached is None:
+            indices = set()
+            for o in objectives:
+                for link in (o.link, o.reference):
+                    if link:
+                        indices.update(self.robot.chain_joints(self.root_link, link))
+            cached = [self.joint_names[i] for i in sorted(indices)] or None
+            if len(self._moving) > 256:
+                self._moving.clear()
+            self._moving[key] = cached
+        return cached
+
+    def active_joints(self, names, objectives=()) -> list[str] | None:
+        """Requested active joints (UNKNOWN_JOINT if not actuated); empty = the joints that
+        move the objectives (:meth:`moving_joints`)."""
+        names = list(names)
+        if not names:
+            return self.moving_joints(objectives) if objectives else None
+        unknown = [n for n in names if n not in self._joint_index]
+        if unknown:
+            raise RequestError(
+                ErrorCode.UNKNOWN_JOINT,
+                f"active_joints: {', '.join(repr(n) for n in unknown)} not actuated joints of "
+                f"robot '{self.name}'; actuated: {', '.join(self.joint_names)}",
+            )
+        return names
+
+    @staticmethod
+    def tolerances(position: float, orientation: float, defaults: SolveSettings):
+        out = []
+        for name, value, default in (
+            ("position_tolerance", position, defaults.position_tolerance),
+            ("orientation_tolerance", orientation, defaults.orientation_tolerance),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{name} must be >= 0 (0 = node default), got {value}",
+                )
+            out.append(value if value > 0 else default)
+        return out
+
+    @staticmethod
+    def timeout(msg, default: float) -> float:
+        value = duration_seconds(msg)
+        if not math.isfinite(value) or value < 0:
+            raise RequestError(ErrorCode.INVALID_REQUEST, f"timeout must be >= 0, got {value} s")
+        return value if value > 0 else default
+
+    # --- solving -------------------------------------------------------------------------------
+
+    def _solve(self, objectives, seed, **options) -> IKResult:
+        """solver.solve, compiling each (structure, bucket) program at most once at a time."""
+        count = int(np.prod(np.broadcast_shapes(
+            np.shape(seed)[:-1], *(o.batch_shape for o in objectives))))
+        key = (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
+        if key in self._compiled:
+            return self.solver.solve(objectives, seed=seed, **options)
+        with self._compile_lock:
+            result = self.solver.solve(objectives, seed=seed, **options)
+            self._compiled.add(key)
+            return result
+
+    def _options(self, active, max_deviation, tolerances, iterations, max_iterations):
+        deviation = np.broadcast_to(np.asarray(max_deviation, np.float64), (len(self.joint_names),))
+        return {
+            "active_joints": active,
+            "max_deviation": np.array(deviation),  # an array: bypasses the core's options cache
+            "position_tolerance": float(tolerances[0]),
+            "orientation_tolerance": float(tolerances[1]),
+            "iterations_per_restart": int(iterations),
+            "max_iterations": int(max_iterations),
+        }
+
+    def solve(
+        self,
+        objectives: list[O.Objective],
+        seed: np.ndarray,
+        *,
+        active=None,
+        max_deviation: float = 0.0,
+        tolerances=DEFAULT_TOLERANCES,
+        iterations: int = 100,
+        restarts: int = 8,
+        timeout: float = 0.0,
+    ) -> SolveOutcome:
+        """One IK problem. First an attempt from the seed; if it misses the tolerances and
+        ``restarts`` > 0, one more solver call with up to ``restarts`` restarts (the core's,
+        inside the limits and the max_deviation box), its iteration budget cut to what fits in
+        the time left (estimated from the first attempt). The timeout is checked between the two
+        calls; a call in progress is never interrupted."""
+        start = time.perf_counter()
+        deviation = max_deviation if max_deviation > 0 else np.inf
+        first = self._solve(objectives, seed, **self._options(
+            active, deviation, tolerances, iterations, iterations))
+        result, spent, iterations_done = first, first.solve_seconds, int(first.iterations)
+        timed_out = False
+        if not first.success and restarts > 0:
+            budget = iterations * restarts
+            if timeout > 0:
+                left = timeout - (time.perf_counter() - start)
+                per_iteration = first.solve_seconds / max(int(first.iterations), 1)
+                affordable = int(left / per_iteration) if left > 0 else 0
+                if affordable < budget:
+                    timed_out = True
+                    budget = affordable
+            if budget >= 1:
+                # Without a deviation box, restart 0 continues from the first attempt's answer.
+                seed2 = seed if max_deviation > 0 else first.q
+                second = self._solve(objectives, seed2, **self._options(
+                    active, deviation, tolerances, iterations, budget))
+                spent += second.solve_seconds
+                iterations_done += int(second.iterations)
+                if second.success or _cost(second) <= _cost(first):
+                    result = second
+        elapsed = time.perf_counter() - start
+        success = bool(result.success)
+        if success:
+            code, message = ErrorCode.SUCCESS, ""
+        elif timed_out or (timeout > 0 and elapsed > timeout):
+            code = ErrorCode.TIMEOUT
+            message = (
+                f"no solution within the tolerances in the {timeout:.3g} s budget "
+                f"({iterations_done} iterations); the best configuration found is returned"
+            )
+        else:
+            code = ErrorCode.NO_SOLUTION
+            message = (
+                f"no solution within the tolerances after {iterations_done} iterations "
+                f"({restarts} restarts allowed); the best configuration found is returned"
+            )
+        if code != ErrorCode.SUCCESS:
+            message += (
+                f"; errors: position {np.round(result.position_error, 5).tolist()} m, "
+                f"orientation {np.round(result.orientation_error, 5).tolist()} rad"
+            )
+        return SolveOutcome(
+            q=result.q, success=result.success, position_error=result.position_error,
+            orientation_error=result.orientation_error, iterations=iterations_done,
+            solve_seconds=spent, code=code, message=message,
+        )
+
+    def solve_batch(
+        self,
+        objective: O.Objective,
+        seed: np.ndarray,
+        *,
+        active=None,
+        tolerances=DEFAULT_TOLERANCES,
+        iterations: int = 100,
+        restarts: int = 8,
+    ) -> IKResult:
+        """One batched solver call; each problem gets ``iterations * (1 + restarts)``."""
+        return self._solve((objective,), seed, **self._options(
+            active, np.inf, tolerances, iterations, iterations * (1 + restarts)))
+
+    def teleop_step(
+        self,
+        objectives: list[O.Objective],
+        start: np.ndarray,
+        step_limit: np.ndarray,
+        *,
+        tolerances,
+        iterations: int,
+    ) -> tuple[np.ndarray, bool, IKResult]:
+        """One velocity-limited step towards the goal: the solve stays in the box
+        ``|q - start| <= step_limit`` (max_deviation), and the answer is clamped to it again."""
+        result = self._solve(objectives, start, **self._options(
+            self.moving_joints(objectives), step_limit, tolerances, iterations, iterations))
+        q = start + np.clip(result.q - start, -step_limit, step_limit)
+        q = np.clip(q, self.lower, self.upper)
+        return q, bool(result.success), result
+
+    # --- warm-up -------------------------------------------------------------------------------
+
+    def warm_up(self) -> float:
+        """Compiles FK and the default tip pose objective at bucket 1; returns the seconds."""
+        start = time.perf_counter()
+        frames = self.fk(self.middle)
+        tip = frames[self.link_names.index(self.tip_link)]
+        self._solve((O.pose(self.tip_link, tip),), self.middle,
+                    **self._options(None, np.inf, (1e-3, 0.02), 1, 1))
+        self.warm_up_seconds = time.perf_counter() - start
+        return self.warm_up_seconds
+
+    def warm_up_batches(self, sizes, link: str | None = None, stop: threading.Event | None = None):
+        """Compiles the pose objective of ``link`` (default the tip) for the batch buckets of
+        ``sizes`` (targets = FK at the seed, so the solves themselves take one iteration)."""
+        start = time.perf_counter()
+        link = link or self.tip_link
+        tip = self.fk(self.middle)[self.link_names.index(link)]
+        for size in sorted({bucket(int(s)) for s in sizes if int(s) > 1}):
+            if stop is not None and stop.is_set():
+                break
+            targets = np.broadcast_to(tip, (size, 7))
+            self._solve((O.pose(link, targets),), self.middle,
+                        **self._options(None, np.inf, (1e-3, 0.02), 1, 1))
+        self.batch_warm_up_seconds = time.perf_counter() - start
+        return self.batch_warm_up_seconds
+
+
+def _cost(result: IKResult) -> float:
+    return float(np.sum(result.position_error**2) + np.sum(result.orientation_error**2))

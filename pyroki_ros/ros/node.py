@@ -1,0 +1,737 @@
+"""``pyroki_ros_node``: inverse / forward kinematics services and IK teleoperation over ROS 2.
+
+    pyroki_ros_node --ros-args --params-file config/panda.yaml
+
+Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
+
+* subscribes ``robot_description`` (std_msgs/String, transient local, depth 1, reliable:
+  what robot_state_publisher publishes), or loads ``urdf_file``; a new description rebuilds
+  the model and warms it up; an invalid one is logged and the last good model stays in use.
+* subscribes ``joint_states`` (sensor_msgs/JointState): the current configuration, default seed.
+* services ``~/solve_ik`` (pyroki_ros/srv/SolveIK), ``~/solve_ik_batch``
+  (pyroki_ros/srv/SolveIKBatch), ``~/compute_fk`` (pyroki_ros/srv/ComputeFK). Every refused
+  request gets ``success = false``, an ErrorCode and a message; the node keeps serving.
+* teleop: ``~/goal_pose`` (geometry_msgs/PoseStamped for ``tip_link``) and ``~/goal``
+  (pyroki_ros/MultiLinkGoal), depth 1: the newest goal wins. A timer at ``teleop_rate_hz``
+  solves the newest goal, seeded with the previous output, every joint's step limited to
+  ``velocity_scaling`` x its URDF velocity limit x the step duration, and publishes a
+  one-point trajectory_msgs/JointTrajectory on ``trajectory_topic``.
+
+Target frames: ``header.frame_id`` empty / the base frame / any robot link; a link's frame is
+taken at the seed configuration and held fixed during the solve (teleop: at the configuration
+where the goal is first processed, and held for that goal).
+For goals relative to a link that moves with the solution, use IKObjective.reference_link.
+
+Threads: a MultiThreadedExecutor; the model is (re)loaded in its own callback group, so a long
+batch never delays a new robot_description (and model loading never blocks requests, which keep
+using the previous model until the new one is warmed up); services are reentrant; teleop has
+its own group. The model swap is guarded by a lock; requests take a reference to the model at
+their start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from pyroki_ros.msg import ErrorCode, IKObjective, MultiLinkGoal
+from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
+
+from .conversions import (
+    RequestError,
+    joint_state,
+    joint_state_positions,
+    pose_compose,
+    pose_inverse,
+    pose_to_wxyz_xyz,
+    seconds_to_duration,
+    wxyz_xyz_to_pose,
+)
+from .model import MAX_RESTARTS, LoadedModel, SolveSettings
+
+NODE_NAME = "pyroki_ros_node"
+# After this long without a teleop output, the next goal starts again from /joint_states.
+TELEOP_RESYNC_SECONDS = 1.0
+
+DESCRIPTION_QOS = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+GOAL_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.RELIABLE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    default: object
+    description: str
+    read_only: bool = False
+    float_range: tuple[float, float] | None = None
+    int_range: tuple[int, int] | None = None
+
+
+PARAMETERS = (
+    # --- robot model
+    Param("robot_description_topic", "/robot_description",
+          "Topic with the URDF (std_msgs/String, transient local, as robot_state_publisher "
+          "publishes it). A new description rebuilds the model. Ignored if urdf_file is set.",
+          read_only=True),
+    Param("urdf_file", "",
+          "Path of a URDF file to load at start instead of subscribing to "
+          "robot_description_topic (empty = use the topic).", read_only=True),
+    Param("joint_states_topic", "/joint_states",
+          "sensor_msgs/JointState topic with the current configuration (default IK seed, FK "
+          "state, teleop start).", read_only=True),
+    Param("base_frame", "",
+          "Frame of targets and FK poses whose frame_id is empty (a robot link; empty = the URDF "
+          "root link). If a new robot lacks it, the root link is used."),
+    Param("tip_link", "",
+          "Default link for ~/goal_pose teleop and the compiled-at-load pose objective (empty = "
+          "the end of the longest revolute chain). If a new robot lacks it, that default is "
+          "used."),
+    # --- IK solver
+    Param("position_tolerance", 1e-3,
+          "m; a solution succeeds when every position error is within this (request 0 = this).",
+          float_range=(1e-9, 1.0)),
+    Param("orientation_tolerance", math.radians(1.0),
+          "rad; a solution succeeds when every orientation error is within this.",
+          float_range=(1e-9, math.pi)),
+    Param("max_iterations", 100,
+          "Levenberg-Marquardt iterations per attempt (the seed attempt and each restart; also "
+          "per teleop step).", int_range=(1, 100000)),
+    Param("restarts", 8,
+          "Extra attempts from other start points when the seed attempt misses the tolerances "
+          "(SolveIK.max_restarts -1 = this; batches: per target).", int_range=(0, MAX_RESTARTS)),
+    Param("timeout", 0.1,
+          "s; default wall-clock budget of one ~/solve_ik request (0 = no limit). Checked "
+          "between solver calls; batches have no default budget.", float_range=(0.0, 3600.0)),
+    # --- trajectories and teleoperation
+    Param("trajectory_topic", "/joint_trajectory_controller/joint_trajectory",
+          "trajectory_msgs/JointTrajectory output of teleop (one point per step).",
+          read_only=True),
+    Param("trajectory_num_steps", 50,
+          "Reserved for ~/plan_trajectory (not served by this version).", int_range=(2, 100000)),
+    Param("teleop_rate_hz", 50.0,
+          "Rate of the teleop solve loop; each output point is 1/rate s ahead.",
+          read_only=True, float_range=(0.1, 1000.0)),
+    Param("velocity_scaling", 0.5,
+          "Fraction of the URDF velocity limits a teleop step may use.",
+          float_range=(1e-6, 1.0)),
+    Param("acceleration_scaling", 0.5,
+          "Reserved for ~/plan_trajectory (not served by this version).",
+          float_range=(1e-6, 1.0)),
+    # --- compute
+    Param("device", "auto", "JAX device for the solver: auto, cpu or gpu.", read_only=True),
+    Param("warmup_batch_sizes", [16, 128, 1024],
+          "~/solve_ik_batch sizes whose programs (tip pose objective) are compiled in the "
+          "background after a model loads (rounded up to the solver's buckets).",
+          read_only=True),
+    Param("compilation_cache_dir", "~/.cache/pyroki_ros/jax",
+          "JAX persistent compilation cache: compiled solvers are reused across node restarts "
+          "(empty = off; ignored when JAX_COMPILATION_CACHE_DIR is set).", read_only=True),
+)
+
+
+class PyrokiRosNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__(NODE_NAME, **kwargs)
+        self._declare_parameters()
+        self._configure_jax()
+
+        self._model: LoadedModel | None = None
+        self._model_lock = threading.Lock()
+        self._model_generation = 0
+        self._stop = threading.Event()
+        self._warm_thread: threading.Thread | None = None
+        self._joint_positions: dict[str, float] = {}
+        self._joint_state_lock = threading.Lock()
+        self._last_failed_description: str | None = None
+
+        self._model_group = MutuallyExclusiveCallbackGroup()
+        self._input_group = MutuallyExclusiveCallbackGroup()
+        self._service_group = ReentrantCallbackGroup()
+        self._teleop_group = MutuallyExclusiveCallbackGroup()
+
+        # Teleop state: newest goal (and a counter), last output.
+        self._teleop_lock = threading.Lock()
+        self._goal: PoseStamped | MultiLinkGoal | None = None
+        self._goal_seq = 0
+        self._goal_done_seq = 0
+        self._command: tuple[np.ndarray, float, int] | None = None  # q, time, model generation
+        self._goal_cache: tuple | None = None  # (goal seq, model generation, objectives)
+
+        p = self.get_parameter
+        self._trajectory_pub = self.create_publisher(
+            JointTrajectory, p("trajectory_topic").value, 10)
+        self.create_subscription(
+            JointState, p("joint_states_topic").value, self._on_joint_state, 10,
+            callback_group=self._input_group)
+        self.create_subscription(
+            PoseStamped, "~/goal_pose", self._on_goal, GOAL_QOS, callback_group=self._input_group)
+        self.create_subscription(
+            MultiLinkGoal, "~/goal", self._on_goal, GOAL_QOS, callback_group=self._input_group)
+        self.create_service(SolveIK, "~/solve_ik", self._solve_ik,
+                            callback_group=self._service_group)
+        self.create_service(SolveIKBatch, "~/solve_ik_batch", self._solve_ik_batch,
+                            callback_group=self._service_group)
+        self.create_service(ComputeFK, "~/compute_fk", self._compute_fk,
+                            callback_group=self._service_group)
+        self._teleop_timer = self.create_timer(
+            1.0 / p("teleop_rate_hz").value, self._teleop_tick, callback_group=self._teleop_group)
+
+        urdf_file = p("urdf_file").value
+        if urdf_file:
+            self._load_timer = self.create_timer(
+                0.0, self._load_urdf_file, callback_group=self._model_group)
+        else:
+            topic = p("robot_description_topic").value
+            self.create_subscription(String, topic, self._on_robot_description, DESCRIPTION_QOS,
+                                     callback_group=self._model_group)
+            self.get_logger().info(f"waiting for a URDF on {self.resolve_topic_name(topic)}")
+
+    # --- parameters --------------------------------------------------------------------------
+
+    def _declare_parameters(self) -> None:
+        for spec in PARAMETERS:
+            descriptor = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+            if spec.float_range:
+                descriptor.floating_point_range = [
+                    FloatingPointRange(from_value=spec.float_range[0], to_value=spec.float_range[1])
+                ]
+            if spec.int_range:
+                descriptor.integer_range = [
+                    IntegerRange(from_value=spec.int_range[0], to_value=spec.int_range[1], step=1)
+                ]
+            try:
+                self.declare_parameter(spec.name, spec.default, descriptor)
+            except Exception as e:  # noqa: BLE001 -- wrong type / out of range in a params file
+                raise SystemExit(
+                    f"{NODE_NAME}: parameter '{spec.name}' (default {spec.default!r}): {e}"
+                ) from None
+        declared = {spec.name for spec in PARAMETERS} | {"use_sim_time"}
+        for name in sorted(set(self._parameter_overrides) - declared):
+            if not name.startswith("qos_overrides."):
+                self.get_logger().warning(f"unknown parameter '{name}' ignored (typo?)")
+        device = self.get_parameter("device").value
+        if device not in ("auto", "cpu", "gpu"):
+            raise SystemExit(f"{NODE_NAME}: parameter 'device' must be auto, cpu or gpu, got "
+                             f"'{device}'")
+        self._settings = self._read_settings({})
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+    def _read_settings(self, changed: dict) -> SolveSettings:
+        def value(name):
+            return changed[name] if name in changed else self.get_parameter(name).value
+
+        return SolveSettings(
+            position_tolerance=float(value("position_tolerance")),
+            orientation_tolerance=float(value("orientation_tolerance")),
+            max_iterations=int(value("max_iterations")),
+            restarts=int(value("restarts")),
+            timeout=float(value("timeout")),
+        )
+
+    def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        changed = {p.name: p.value for p in parameters}
+        model = self._current_model()
+        if model is not None and ("base_frame" in changed or "tip_link" in changed):
+            base = changed.get("base_frame", self.get_parameter("base_frame").value)
+            tip = changed.get("tip_link", self.get_parameter("tip_link").value)
+            for what, name in (("base_frame", base), ("tip_link", tip)):
+                if name and name not in model.link_names:
+                    return SetParametersResult(
+                        successful=False,
+                        reason=f"{what} '{name}' is not a link of robot '{model.name}'")
+            with self._model_lock:
+                model.set_frames(base, tip)
+        self._settings = self._read_settings(changed)
+        return SetParametersResult(successful=True)
+
+    def _configure_jax(self) -> None:
+        import jax
+
+        jax.config.update("jax_cpu_enable_async_dispatch", False)  # small solves: less latency
+        wanted = self.get_parameter("device").value
+        self._device = None if wanted == "auto" else wanted
+        if self._device is not None:
+            try:
+                jax.devices(self._device)
+            except RuntimeError as e:
+                self.get_logger().error(
+                    f"device '{wanted}' is not available here ({e}); solving on the CPU")
+                self._device = "cpu"
+        cache = self.get_parameter("compilation_cache_dir").value
+        if cache and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+            path = Path(os.path.expanduser(cache))
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                jax.config.update("jax_compilation_cache_dir", str(path))
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+            except OSError as e:
+                self.get_logger().warning(f"no compilation cache at {path}: {e}")
+
+    # --- model ---------------------------------------------------------------------------------
+
+    def _current_model(self) -> LoadedModel | None:
+        with self._model_lock:
+            return self._model
+
+    def _require_model(self) -> LoadedModel:
+        model = self._current_model()
+        if model is None:
+            source = self.get_parameter("urdf_file").value or self.resolve_topic_name(
+                self.get_parameter("robot_description_topic").value)
+            raise RequestError(
+                ErrorCode.NO_ROBOT_MODEL,
+                f"no robot model loaded yet (waiting for a valid URDF from {source})",
+            )
+        return model
+
+    def _load_urdf_file(self) -> None:
+        self._load_timer.cancel()
+        try:
+            self._load_urdf_file_unsafe()
+        except Exception:  # noqa: BLE001
+            self._log_exception("urdf_file")
+
+    def _load_urdf_file_unsafe(self) -> None:
+        path = os.path.expanduser(self.get_parameter("urdf_file").value)
+        try:
+            urdf = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            self.get_logger().error(f"cannot read urdf_file '{path}': {e}; no robot model")
+            return
+        self._load_model(urdf, f"file {path}")
+
+    def _on_robot_description(self, msg: String) -> None:
+        try:
+            self._on_robot_description_unsafe(msg)
+        except Exception:  # noqa: BLE001 -- an exception would stop the executor: log, serve on
+            self._log_exception("robot_description")
+
+    def _log_exception(self, where: str) -> None:
+        import traceback
+
+        self.get_logger().error(f"{where}: internal error: {traceback.format_exc()}")
+
+    def _on_robot_description_unsafe(self, msg: String) -> None:
+        current = self._current_model()
+        if current is not None and msg.data == current.urdf:
+            self.get_logger().info("robot_description unchanged: model kept")
+            return
+        if msg.data == self._last_failed_description:
+            return
+        if not msg.data.lstrip().startswith("<"):
+            # Never read a file named by a topic: robot_description is the XML itself.
+            self._last_failed_description = msg.data
+            kept = self._current_model()
+            self.get_logger().error(
+                f"invalid URDF from robot_description: not XML (starts with "
+                f"{msg.data.lstrip()[:40]!r}); "
+                + (f"still using robot '{kept.name}'" if kept else "no robot model loaded"))
+            return
+        self._load_model(msg.data, "robot_description")
+
+    def _load_model(self, urdf: str, source: str) -> None:
+        logger = self.get_logger()
+        start = time.perf_counter()
+        try:
+            model = LoadedModel(
+                urdf,
+                base_frame=self.get_parameter("base_frame").value,
+                tip_link=self.get_parameter("tip_link").value,
+                device=self._device,
+                source=source,
+            )
+        except Exception as e:  # noqa: BLE001 -- URDFError (ValueError) or anything as bad
+            self._last_failed_description = urdf
+            kept = self._current_model()
+            logger.error(
+                f"invalid URDF from {source}: {e}; "
+                + (f"still using robot '{kept.name}'" if kept else "no robot model loaded")
+            )
+            return
+        for note in model.notes:
+            logger.warning(note)
+        logger.info(f"compiling for {model.describe()} ...")
+        try:
+            model.warm_up()
+        except Exception as e:  # noqa: BLE001
+            self._last_failed_description = urdf
+            logger.error(f"warm-up of robot '{model.name}' failed: {e!r}; model not used")
+            return
+        self._last_failed_description = None
+        self._stop_warm_thread()
+        with self._model_lock:
+            self._model = model
+            self._model_generation += 1
+        with self._teleop_lock:  # goals for the old robot are void
+            self._goal, self._goal_done_seq, self._command = None, self._goal_seq, None
+        logger.info(
+            f"ready: {model.describe()} (load {time.perf_counter() - start:.2f} s, of which "
+            f"warm-up {model.warm_up_seconds:.2f} s)")
+        sizes = self._warmup_batch_sizes()
+        if sizes:
+            self._stop = threading.Event()
+            self._warm_thread = threading.Thread(
+                target=self._warm_batches, args=(model, sizes, self._stop),
+                name="pyroki_warm_up", daemon=True)
+            self._warm_thread.start()
+
+    def _warmup_batch_sizes(self) -> list[int]:
+        parameter = self.get_parameter_or("warmup_batch_sizes", None)
+        values = parameter.value if parameter is not None else None
+        if values is None or isinstance(values, str):  # `[]` on the command line has no type
+            return []
+        return [int(v) for v in values if int(v) > 1]
+
+    def _warm_batches(self, model: LoadedModel, sizes: list[int], stop: threading.Event) -> None:
+        try:
+            seconds = model.warm_up_batches(sizes, stop=stop)
+            if not stop.is_set():
+                self.get_logger().info(
+                    f"batch programs for {sizes} compiled in the background ({seconds:.2f} s)")
+        except Exception as e:  # noqa: BLE001 -- never kill the node for a warm-up
+            self.get_logger().error(f"background warm-up failed: {e!r}")
+
+    def _stop_warm_thread(self) -> None:
+        self._stop.set()
+
+    # --- inputs --------------------------------------------------------------------------------
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        try:
+            positions = joint_state_positions(msg, "a /joint_states message")
+        except RequestError as e:
+            self.get_logger().warning(f"ignored: {e.message}", throttle_duration_sec=5.0)
+            return
+        with self._joint_state_lock:
+            self._joint_positions.update(positions)
+
+    def _latest_joint_positions(self) -> dict[str, float]:
+        with self._joint_state_lock:
+            return dict(self._joint_positions)
+
+    def _on_goal(self, msg) -> None:
+        with self._teleop_lock:
+            self._goal = msg
+            self._goal_seq += 1
+
+    # --- services ------------------------------------------------------------------------------
+
+    def _solve_ik(self, request: SolveIK.Request, response: SolveIK.Response):
+        start = time.perf_counter()
+        try:
+            model = self._require_model()
+            cfg = self._settings
+            latest = self._latest_joint_positions()
+            seed = model.seed(request.seed, latest, "seed")
+            if not request.objectives:
+                raise RequestError(ErrorCode.INVALID_REQUEST,
+                                   "no objectives: give at least one IKObjective")
+            frames = model.fk(seed)
+            objectives = [
+                model.objective(o, f"objectives[{i}]", frames)
+                for i, o in enumerate(request.objectives)
+            ]
+            active = model.active_joints(request.active_joints, objectives)
+            deviation = float(request.max_deviation)
+            if not math.isfinite(deviation) or deviation < 0:
+                raise RequestError(ErrorCode.INVALID_REQUEST,
+                                   f"max_deviation must be >= 0 (0 = unlimited), got {deviation}")
+            tolerances = model.tolerances(
+                request.position_tolerance, request.orientation_tolerance, cfg)
+            restarts = request.max_restarts
+            if restarts < -1:
+                raise RequestError(ErrorCode.INVALID_REQUEST,
+                                   f"max_restarts must be >= -1 (-1 = node default), got "
+                                   f"{restarts}")
+            restarts = cfg.restarts if restarts == -1 else min(restarts, MAX_RESTARTS)
+            timeout = model.timeout(request.timeout, cfg.timeout)
+            outcome = model.solve(
+                objectives, seed, active=active, max_deviation=deviation, tolerances=tolerances,
+                iterations=cfg.max_iterations, restarts=restarts, timeout=timeout)
+        except RequestError as e:
+            return self._refuse(response, e, "solve_ik")
+        except Exception as e:  # noqa: BLE001 -- a bug, not the caller's: answer, serve on
+            return self._failure(response, e, "solve_ik")
+        response.solution = joint_state(model.joint_names, outcome.q,
+                                        self.get_clock().now().to_msg())
+        response.success = bool(outcome.success)
+        response.error_code.val = outcome.code
+        response.message = outcome.message
+        response.position_errors = outcome.position_error.astype(float).tolist()
+        response.orientation_errors = outcome.orientation_error.astype(float).tolist()
+        response.iterations = int(outcome.iterations)
+        response.solve_time = float(outcome.solve_seconds)
+        self.get_logger().debug(
+            f"solve_ik: {'ok' if outcome.success else outcome.code} in "
+            f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+        return response
+
+    def _solve_ik_batch(self, request: SolveIKBatch.Request, response: SolveIKBatch.Response):
+        start = time.perf_counter()
+        try:
+            model = self._require_model()
+            cfg = self._settings
+            if not request.link:
+                raise RequestError(ErrorCode.INVALID_REQUEST, "link is empty (required)")
+            model.check_link(request.link, "link")
+            if not request.targets:
+                raise RequestError(ErrorCode.INVALID_REQUEST, "no targets: nothing to solve")
+            seed = model.seed(request.seed, self._latest_joint_positions(), "seed")
+            frames = model.fk(seed)
+            weight = float(request.orientation_weight)
+            if not math.isfinite(weight) or weight < 0:
+                raise RequestError(ErrorCode.INVALID_REQUEST,
+                                   f"orientation_weight must be finite and >= 0, got {weight}")
+            position_only = weight == 0
+            targets = np.empty((len(request.targets), 7))
+            for i, target in enumerate(request.targets):
+                pose = pose_to_wxyz_xyz(target.pose, f"targets[{i}]",
+                                        orientation=not position_only)
+                index = model.frame_index(target.header.frame_id, f"targets[{i}]")
+                targets[i] = pose if index == 0 else pose_compose(frames[index], pose)
+            objective = _batch_objective(model, request, targets, position_only, weight)
+            active = model.active_joints(request.active_joints, [objective])
+            tolerances = model.tolerances(
+                request.position_tolerance, request.orientation_tolerance, cfg)
+            timeout = model.timeout(request.timeout, 0.0)
+            result = model.solve_batch(objective, seed, active=active, tolerances=tolerances,
+                                       iterations=cfg.max_iterations, restarts=cfg.restarts)
+        except RequestError as e:
+            return self._refuse(response, e, "solve_ik_batch")
+        except Exception as e:  # noqa: BLE001
+            return self._failure(response, e, "solve_ik_batch")
+        stamp = self.get_clock().now().to_msg()
+        names = list(model.joint_names)
+        response.solutions = [JointState(name=names, position=q.tolist()) for q in
+                              np.asarray(result.q, np.float64)]
+        for solution in response.solutions:
+            solution.header.stamp = stamp
+        response.success = result.success.tolist()
+        response.position_errors = result.position_error[:, 0].astype(float).tolist()
+        response.orientation_errors = result.orientation_error[:, 0].astype(float).tolist()
+        response.solve_time = float(result.solve_seconds)
+        elapsed = time.perf_counter() - start
+        solved = int(result.success.sum())
+        if timeout > 0 and elapsed > timeout:
+            response.error_code.val = ErrorCode.TIMEOUT
+            response.message = (
+                f"the batch took {elapsed:.3g} s, over its {timeout:.3g} s budget (solutions "
+                f"filled in: {solved}/{len(result.success)} within tolerance)")
+        else:
+            response.error_code.val = ErrorCode.SUCCESS
+            response.message = (
+                "" if solved == len(result.success)
+                else f"{solved}/{len(result.success)} targets within tolerance")
+        return response
+
+    def _compute_fk(self, request: ComputeFK.Request, response: ComputeFK.Response):
+        try:
+            model = self._require_model()
+            latest = self._latest_joint_positions()
+            state = request.robot_state
+            if not (len(state.name) or len(state.position)) and not latest:
+                raise RequestError(
+                    ErrorCode.NO_JOINT_STATE,
+                    "robot_state is empty and nothing was received on "
+                    f"{self.get_parameter('joint_states_topic').value} yet",
+                )
+            q = model.seed(state, latest, "robot_state", check_limits=False)
+            links = list(request.link_names) or list(model.link_names)
+            for link in links:
+                model.check_link(link, "link_names:")
+            frames = model.fk(q)
+            frame_name = request.frame_id.lstrip("/") or model.base_frame
+            frame = frames[model.frame_index(request.frame_id, "frame_id")]
+            to_frame = pose_inverse(frame)
+        except RequestError as e:
+            return self._refuse(response, e, "compute_fk")
+        except Exception as e:  # noqa: BLE001
+            return self._failure(response, e, "compute_fk")
+        stamp = self.get_clock().now().to_msg()
+        for link in links:
+            pose = PoseStamped(pose=wxyz_xyz_to_pose(
+                pose_compose(to_frame, frames[model.link_names.index(link)])))
+            pose.header.frame_id = frame_name
+            pose.header.stamp = stamp
+            response.poses.append(pose)
+        response.link_names = links
+        response.error_code.val = ErrorCode.SUCCESS
+        return response
+
+    def _refuse(self, response, error: RequestError, service: str):
+        response.error_code.val = error.code
+        response.message = error.message
+        if hasattr(response, "success") and isinstance(response.success, bool):
+            response.success = False
+        self.get_logger().warning(f"{service}: refused: {error.message}",
+                                  throttle_duration_sec=1.0)
+        return response
+
+    def _failure(self, response, error: Exception, service: str):
+        import traceback
+
+        self.get_logger().error(f"{service}: internal error: {traceback.format_exc()}")
+        return self._refuse(response, RequestError(ErrorCode.FAILURE, f"internal error: {error!r}"),
+                            service)
+
+    # --- teleop ----------------------------------------------------------------------------------
+
+    def _teleop_warn(self, key: str, text: str) -> None:
+        self.get_logger().warning(text, throttle_duration_sec=5.0)
+
+    def _teleop_tick(self) -> None:
+        try:
+            self._teleop_tick_unsafe()
+        except Exception:  # noqa: BLE001
+            self._log_exception("teleop")
+
+    def _teleop_tick_unsafe(self) -> None:
+        with self._teleop_lock:
+            goal, seq, command = self._goal, self._goal_seq, self._command
+            if goal is None or seq == self._goal_done_seq:
+                return
+        with self._model_lock:
+            model, generation = self._model, self._model_generation
+        if model is None:
+            self._teleop_warn("model", "teleop goal waits: no robot model loaded yet")
+            return
+        now = time.monotonic()
+        if command is not None and command[2] == generation and (
+                now - command[1] < TELEOP_RESYNC_SECONDS):
+            start = command[0]
+        else:
+            latest = self._latest_joint_positions()
+            if not latest:
+                self._teleop_warn("joint_states", "teleop goal waits for the first message on "
+                                  f"{self.get_parameter('joint_states_topic').value}")
+                return
+            start = model.seed(None, latest, "joint_states")
+        cfg = self._settings
+        # A goal is translated once, when first processed: targets given in a link's frame
+        # use that link's pose at this step's start and stay put while the robot moves.
+        cached = self._goal_cache
+        if cached is not None and cached[0] == seq and cached[1] == generation:
+            objectives = cached[2]
+        else:
+            try:
+                objectives = self._goal_objectives(model, goal, model.fk(start))
+            except RequestError as e:
+                self.get_logger().warning(f"teleop goal dropped: {e.message}")
+                self._finish_goal(seq)
+                return
+            self._goal_cache = (seq, generation, objectives)
+        dt = 1.0 / self.get_parameter("teleop_rate_hz").value
+        step_limit = self.get_parameter("velocity_scaling").value * model.velocity_limits * dt
+        try:
+            q, reached, result = model.teleop_step(
+                objectives, start, step_limit,
+                tolerances=(cfg.position_tolerance, cfg.orientation_tolerance),
+                iterations=cfg.max_iterations)
+        except Exception as e:  # noqa: BLE001
+            self.get_logger().error(f"teleop step failed, goal dropped: {e!r}")
+            self._finish_goal(seq)
+            return
+        moved = float(np.max(np.abs(q - start))) if len(q) else 0.0
+        trajectory = JointTrajectory(joint_names=list(model.joint_names))
+        trajectory.points = [JointTrajectoryPoint(
+            positions=q.tolist(), time_from_start=seconds_to_duration(dt))]
+        # header.stamp stays zero: "start now" for joint_trajectory_controller.
+        self._trajectory_pub.publish(trajectory)
+        with self._teleop_lock:
+            if self._model_generation == generation:
+                self._command = (q, time.monotonic(), generation)
+        if reached:
+            self._finish_goal(seq)
+        elif moved < 1e-7:
+            self.get_logger().warning(
+                "teleop goal not reachable from here (stuck); best errors: position "
+                f"{np.round(result.position_error, 4).tolist()} m, orientation "
+                f"{np.round(result.orientation_error, 4).tolist()} rad",
+                throttle_duration_sec=2.0)
+            self._finish_goal(seq)
+
+    def _finish_goal(self, seq: int) -> None:
+        with self._teleop_lock:
+            self._goal_done_seq = max(self._goal_done_seq, seq)
+
+    def _goal_objectives(self, model: LoadedModel, goal, frames):
+        if isinstance(goal, PoseStamped):
+            objective = IKObjective(type=IKObjective.POSE, link=model.tip_link, target=goal)
+            return [model.objective(objective, "goal_pose", frames)]
+        if not goal.objectives:
+            raise RequestError(ErrorCode.INVALID_REQUEST, "MultiLinkGoal has no objectives")
+        return [
+            model.objective(o, f"goal.objectives[{i}]", frames, default_frame=goal.header.frame_id)
+            for i, o in enumerate(goal.objectives)
+        ]
+
+    def destroy_node(self):
+        self._stop_warm_thread()
+        return super().destroy_node()
+
+
+def _batch_objective(model, request, targets, position_only, weight):
+    from pyroki_ros import objectives as O
+
+    from .conversions import vector
+
+    local_point = vector(request.local_point, "local_point")
+    if position_only:
+        return O.point(request.link, local_point, targets[:, 4:])
+    objective = O.pose(request.link, targets, orientation_weight=weight)
+    if np.any(local_point != 0):
+        objective = dataclasses.replace(
+            objective, local_point=np.broadcast_to(local_point, (len(targets), 3)).copy())
+    return objective
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of ``pyroki_ros_node``; ``args`` default to sys.argv (ROS arguments after
+    ``--ros-args``)."""
+    rclpy.init(args=sys.argv if args is None else args)
+    node = None
+    try:
+        node = PyrokiRosNode()
+        executor = MultiThreadedExecutor(num_threads=6)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The ROS boundary without DDS: quaternion order, rigid transforms, message checks, and the
+translation of IKObjective messages into core objectives (pyroki_ros/ros/conversions.py, model.py).
+
+Transforms are checked against test/reference_fk.py's independent matrix code.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import reference_fk as ref
+from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
+from pyroki_ros.msg import ErrorCode, IKObjective
+from sensor_msgs.msg import JointState
+
+from pyroki_ros.ros import conversions as C
+
+
+def random_wxyz_xyz(rng, n=None):
+    shape = () if n is None else (n,)
+    q = rng.normal(size=(*shape, 4))
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    return np.concatenate([q, rng.uniform(-1, 1, size=(*shape, 3))], axis=-1)
+
+
+def matrix(a):
+    return ref.make_transform(ref.quat_wxyz_to_matrix(a[:4]), a[4:])
+
+
+def test_quaternion_order_round_trip():
+    xyzw = np.array([0.1, 0.2, 0.3, 0.9])
+    wxyz = C.xyzw_to_wxyz(xyzw)
+    assert wxyz.tolist() == [0.9, 0.1, 0.2, 0.3]
+    assert C.wxyz_to_xyzw(wxyz).tolist() == xyzw.tolist()
+    batch = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(C.wxyz_to_xyzw(C.xyzw_to_wxyz(batch)), batch)
+
+
+def test_pose_message_round_trip_keeps_ros_order():
+    pose = Pose(position=Point(x=1.0, y=2.0, z=3.0),
+                orientation=Quaternion(x=0.0, y=0.0, z=math.sin(0.25), w=math.cos(0.25)))
+    a = C.pose_to_wxyz_xyz(pose, "p")
+    np.testing.assert_allclose(a, [math.cos(0.25), 0, 0, math.sin(0.25), 1, 2, 3])
+    back = C.wxyz_xyz_to_pose(a)
+    assert (back.orientation.z, back.orientation.w) == pytest.approx((math.sin(0.25),
+                                                                      math.cos(0.25)))
+    assert (back.position.x, back.position.y, back.position.z) == (1.0, 2.0, 3.0)
+
+
+def test_quaternion_is_normalised():
+    pose = Pose(orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=2.0))
+    np.testing.assert_allclose(C.pose_to_wxyz_xyz(pose, "p")[:4], [1, 0, 0, 0])
+
+
+def test_transforms_match_reference_matrices():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = random_wxyz_xyz(rng), random_wxyz_xyz(rng)
+        np.testing.assert_allclose(matrix(C.pose_compose(a, b)), matrix(a) @ matrix(b),
+                                   atol=1e-12)
+        np.testing.assert_allclose(matrix(C.pose_inverse(a)), np.linalg.inv(matrix(a)),
+                                   atol=1e-12)
+        np.testing.assert_allclose(C.pose_to_matrix(a), matrix(a), atol=1e-12)
+        v = rng.normal(size=3)
+        np.testing.assert_allclose(C.quat_rotate(a[:4], v), matrix(a)[:3, :3] @ v, atol=1e-12)
+    batch_a, batch_b = random_wxyz_xyz(rng, 5), random_wxyz_xyz(rng, 5)
+    out = C.pose_compose(batch_a, batch_b)
+    for i in range(5):
+        np.testing.assert_allclose(out[i], C.pose_compose(batch_a[i], batch_b[i]), atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "pose, orientation",
+    [
+        (Pose(position=Point(x=math.nan)), True),
+        (Pose(position=Point(z=math.inf)), False),
+        (Pose(orientation=Quaternion(x=math.nan, w=1.0)), True),
+        (Pose(orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=math.inf)), False),
+        (Pose(orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=0.0)), True),
+    ],
+)
+def test_bad_poses_are_invalid_pose(pose, orientation):
+    with pytest.raises(C.RequestError) as info:
+        C.pose_to_wxyz_xyz(pose, "target", orientation=orientation)
+    assert info.value.code == ErrorCode.INVALID_POSE
+    assert "target" in info.value.message
+
+
+def test_zero_quaternion_is_fine_where_orientation_is_unused():
+    pose = Pose(orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=0.0))
+    np.testing.assert_allclose(C.pose_to_wxyz_xyz(pose, "t", orientation=False)[:4], [1, 0, 0, 0])
+
+
+def test_vectors():
+    np.testing.assert_allclose(C.unit_vector(Vector3(x=0.0, y=3.0, z=4.0), "a"), [0, 0.6, 0.8])
+    np.testing.assert_allclose(C.unit_vector(Vector3(), "a", default=(0, 0, 1)), [0, 0, 1])
+    with pytest.raises(C.RequestError) as info:
+        C.unit_vector(Vector3(), "axis")
+    assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    "state, message",
+    [
+        (JointState(name=["a", "b"], position=[1.0]), "2 names but 1 positions"),
+        (JointState(name=["a"], position=[math.nan]), "NaN"),
+        (JointState(name=["a", "a"], position=[1.0, 2.0]), "twice"),
+    ],
+)
+def test_bad_joint_states(state, message):
+    with pytest.raises(C.RequestError) as info:
+        C.joint_state_positions(state, "seed")
+    assert info.value.code == ErrorCode.INVALID_JOINT_STATE
+    assert message in info.value.message
+
+
+def test_durations():
+    d = C.seconds_to_duration(1.25)
+    assert (d.sec, d.nanosec) == (1, 250_000_000)
+    assert C.duration_seconds(d) == pytest.approx(1.25)
+
+
+# --- IKObjective -> core objective (needs the core, not DDS) --------------------------------
+
+
+@pytest.fixture(scope="module")
+def panda():
+    from pyroki_ros.robots import urdf_path
+    from pyroki_ros.ros.model import LoadedModel
+
+    urdf = urdf_path("panda").read_text()
+    return LoadedModel(urdf, base_frame="panda_link0", tip_link="panda_hand"), ref.parse_urdf(urdf)
+
+
+def test_target_in_a_link_frame_is_placed_with_fk_at_the_seed(panda):
+    model, urdf = panda
+    q = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5, 0.01])
+    frames = model.fk(q)
+    link3 = ref.reference_fk(urdf, q, model.joint_names)["panda_link3"]
+    msg = IKObjective(type=IKObjective.HINGE, link="panda_hand")
+    msg.target.header.frame_id = "panda_link3"
+    msg.target.pose.position = Point(x=0.1, y=0.2, z=0.3)
+    msg.axis = Vector3(x=1.0, y=0.0, z=0.0)
+    objective = model.objective(msg, "o", frames)
+    assert objective.kind == "hinge" and objective.reference is None
+    expected = link3 @ np.array([0.1, 0.2, 0.3, 1.0])
+    np.testing.assert_allclose(np.asarray(objective.target)[4:], expected[:3], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(objective.axis), link3[:3, 0], atol=1e-5)
+
+
+def test_relative_objective_keeps_the_reference(panda):
+    model, _ = panda
+    frames = model.fk(model.middle)
+    msg = IKObjective(type=IKObjective.POSE, link="panda_hand", reference_link="panda_link3")
+    msg.target.pose.position.z = 0.4
+    objective = model.objective(msg, "o", frames)
+    assert objective.reference == "panda_link3"
+    np.testing.assert_allclose(np.asarray(objective.target), [1, 0, 0, 0, 0, 0, 0.4])
+    msg.target.header.frame_id = "panda_link2"
+    with pytest.raises(C.RequestError) as info:
+        model.objective(msg, "o", frames)
+    assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    "kind, core_kind",
+    [(IKObjective.POSE, "pose"), (IKObjective.POSITION, "point"),
+     (IKObjective.ORIENTATION, "orientation"), (IKObjective.HINGE, "hinge"),
+     (IKObjective.PLANE, "plane"), (IKObjective.LINE, "line")],
+)
+def test_objective_kinds(panda, kind, core_kind):
+    model, _ = panda
+    msg = IKObjective(type=kind, link="panda_hand")
+    msg.axis.z = 1.0
+    msg.local_point.x = 0.05
+    objective = model.objective(msg, "o", model.fk(model.middle))
+    assert objective.kind == core_kind
+    if core_kind != "orientation":
+        np.testing.assert_allclose(np.asarray(objective.local_point), [0.05, 0, 0])
+
+
+def test_default_active_joints_are_the_ones_that_move_the_objectives(panda):
+    model, _ = panda
+    msg = IKObjective(type=IKObjective.POSE, link="panda_link4")
+    objective = model.objective(msg, "o", model.fk(model.middle))
+    assert model.active_joints([], [objective]) == [f"panda_joint{i}" for i in range(1, 5)]
+    assert model.active_joints(["panda_joint2"], [objective]) == ["panda_joint2"]
+    with pytest.raises(C.RequestError) as info:
+        model.active_joints(["panda_joint9"], [objective])
+    assert info.value.code == ErrorCode.UNKNOWN_JOINT

@@ -1,0 +1,546 @@
+"""End to end: ``pyroki_ros_node`` (the real entry point, a subprocess) on the Panda, services
+called over DDS from this process. Every answer is checked with the independent float64
+reference FK (test/reference_fk.py); every bad input must get its error code, and the node must
+keep serving.
+
+The node gets its own ROS_DOMAIN_ID (reserved per module), loopback-only discovery, logs and
+a JAX compilation cache under pytest's tmp folder.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import reference_fk as ref
+from geometry_msgs.msg import PoseStamped
+from pyroki_ros.msg import ErrorCode, IKObjective
+from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.ros.harness import IsolatedNode
+
+CONFIG = HERE.parent / "config" / "panda.yaml"
+URDF = urdf_path("panda").read_text()
+MODEL = ref.parse_urdf(URDF)
+JOINTS = ref.actuated_joint_names(MODEL)
+LOWER, UPPER = ref.actuated_joint_limits(MODEL)
+# What this module publishes on /joint_states (actuated joints + the mimic finger).
+STATE = np.array([0.1, -0.6, 0.2, -2.2, 0.1, 1.7, 0.6, 0.02])
+POS_TOL, ROT_TOL = 1e-3, math.radians(1.0)
+# float32 solver vs float64 reference: a little slack on top of the tolerances.
+POS_SLACK, ROT_SLACK = 1e-4, 1e-3
+
+
+# --- independent helpers (numpy + reference_fk only) ---------------------------------------
+
+
+def fk(q) -> dict[str, np.ndarray]:
+    return ref.reference_fk(MODEL, np.asarray(q, np.float64), JOINTS)
+
+
+def matrix_to_xyzw(rot: np.ndarray) -> tuple[float, float, float, float]:
+    w = math.sqrt(max(0.0, 1 + rot[0, 0] + rot[1, 1] + rot[2, 2])) / 2
+    x = math.copysign(math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2,
+                      rot[2, 1] - rot[1, 2])
+    y = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2,
+                      rot[0, 2] - rot[2, 0])
+    z = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2,
+                      rot[1, 0] - rot[0, 1])
+    return x, y, z, w
+
+
+def pose_msg(t: np.ndarray, frame: str = "") -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.frame_id = frame
+    p = msg.pose.position
+    p.x, p.y, p.z = (float(v) for v in t[:3, 3])
+    o = msg.pose.orientation
+    o.x, o.y, o.z, o.w = matrix_to_xyzw(t[:3, :3])
+    return msg
+
+
+def msg_matrix(pose) -> np.ndarray:
+    o, p = pose.orientation, pose.position
+    return ref.make_transform(ref.quat_wxyz_to_matrix([o.w, o.x, o.y, o.z]), [p.x, p.y, p.z])
+
+
+def q_of(solution: JointState) -> np.ndarray:
+    assert list(solution.name) == JOINTS
+    return np.asarray(solution.position)
+
+
+def random_q(rng, n=None) -> np.ndarray:
+    margin = 0.1 * (UPPER - LOWER)
+    shape = (len(JOINTS),) if n is None else (n, len(JOINTS))
+    return rng.uniform(LOWER + margin, UPPER - margin, size=shape)
+
+
+def joint_state(q) -> JointState:
+    return JointState(name=list(JOINTS), position=[float(v) for v in q])
+
+
+def pose_objective(link: str, t: np.ndarray, frame: str = "", kind=IKObjective.POSE):
+    return IKObjective(type=kind, link=link, target=pose_msg(t, frame))
+
+
+def assert_pose_reached(q, link, target, pos_tol=POS_TOL, rot_tol=ROT_TOL):
+    p_err, r_err = ref.pose_errors(target, fk(q)[link])
+    assert p_err <= pos_tol + POS_SLACK, f"{link}: position error {p_err:.2e} m"
+    assert r_err <= rot_tol + ROT_SLACK, f"{link}: orientation error {r_err:.2e} rad"
+
+
+def assert_within_limits(q):
+    assert np.all(q >= LOWER - 1e-6) and np.all(q <= UPPER + 1e-6), q
+
+
+# --- the node ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    work = tmp_path_factory.mktemp("node_services")
+    cache = tmp_path_factory.getbasetemp() / "jax_cache"
+    env = IsolatedNode(
+        "test_node_services", work,
+        ["--params-file", str(CONFIG), "-p", f"compilation_cache_dir:={cache}",
+         "-p", "warmup_batch_sizes:=[16]"],
+    )
+    try:
+        session = env.session.node
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        description = session.create_publisher(String, "/robot_description", latched)
+        description.publish(String(data=URDF))
+        states = session.create_publisher(JointState, "/joint_states", 10)
+        names = [*JOINTS, "panda_finger_joint2"]  # a mimic joint too, as real drivers send
+        values = [*STATE.tolist(), float(STATE[-1])]
+        session.create_timer(0.05, lambda: states.publish(JointState(name=names,
+                                                                     position=values)))
+        env.wait_ready("panda_hand")
+        # /joint_states arrived when an FK without robot_state answers with STATE.
+        deadline = time.monotonic() + 60
+        while True:
+            response = env.call(ComputeFK, "compute_fk",
+                                ComputeFK.Request(link_names=["panda_hand"]))
+            if response.error_code.val == ErrorCode.SUCCESS:
+                break
+            assert time.monotonic() < deadline, response.message
+            time.sleep(0.1)
+        yield env
+    finally:
+        env.close()
+
+
+def solve(node, objectives, **fields) -> SolveIK.Response:
+    return node.call(SolveIK, "solve_ik", SolveIK.Request(objectives=list(objectives), **fields))
+
+
+def assert_serving(node):
+    """The node is alive and answers a good request correctly."""
+    assert node.node.alive(), node.node.log()
+    target = fk(STATE)["panda_hand"]
+    response = solve(node, [pose_objective("panda_hand", target)], seed=joint_state(STATE))
+    assert response.success, response.message
+
+
+# --- compute_fk ----------------------------------------------------------------------------
+
+
+def test_compute_fk_all_links_match_reference(node):
+    rng = np.random.default_rng(1)
+    for q in random_q(rng, 3):
+        response = node.call(ComputeFK, "compute_fk",
+                             ComputeFK.Request(robot_state=joint_state(q)))
+        assert response.error_code.val == ErrorCode.SUCCESS, response.message
+        expected = fk(q)
+        assert sorted(response.link_names) == sorted(expected)
+        for link, pose in zip(response.link_names, response.poses):
+            assert pose.header.frame_id == "panda_link0"
+            p_err, r_err = ref.pose_errors(expected[link], msg_matrix(pose.pose))
+            assert p_err < 1e-5 and r_err < 1e-5, link
+
+
+def test_compute_fk_in_a_link_frame_and_default_state(node):
+    response = node.call(ComputeFK, "compute_fk", ComputeFK.Request(
+        link_names=["panda_hand", "panda_link2"], frame_id="panda_link3"))
+    assert response.error_code.val == ErrorCode.SUCCESS, response.message
+    expected = fk(STATE)  # empty robot_state = the latest /joint_states
+    to_link3 = np.linalg.inv(expected["panda_link3"])
+    for link, pose in zip(response.link_names, response.poses):
+        assert pose.header.frame_id == "panda_link3"
+        p_err, r_err = ref.pose_errors(to_link3 @ expected[link], msg_matrix(pose.pose))
+        assert p_err < 1e-5 and r_err < 1e-5, link
+
+
+def test_compute_fk_partial_state_is_completed_from_joint_states(node):
+    q = STATE.copy()
+    q[1] = 0.3
+    response = node.call(ComputeFK, "compute_fk", ComputeFK.Request(
+        link_names=["panda_hand"],
+        robot_state=JointState(name=["panda_joint2"], position=[0.3])))
+    p_err, r_err = ref.pose_errors(fk(q)["panda_hand"], msg_matrix(response.poses[0].pose))
+    assert p_err < 1e-5 and r_err < 1e-5
+
+
+# --- solve_ik ------------------------------------------------------------------------------
+
+
+def test_solve_ik_pose_targets_are_reached(node):
+    rng = np.random.default_rng(2)
+    solved = 0
+    for q_target in random_q(rng, 8):
+        target = fk(q_target)["panda_hand"]
+        response = solve(node, [pose_objective("panda_hand", target)])
+        q = q_of(response.solution)
+        assert_within_limits(q)
+        assert len(response.position_errors) == 1 and len(response.orientation_errors) == 1
+        if response.success:
+            solved += 1
+            assert response.error_code.val == ErrorCode.SUCCESS
+            assert response.message == ""
+            assert_pose_reached(q, "panda_hand", target)
+            assert response.position_errors[0] <= POS_TOL
+            assert response.solve_time > 0 and response.iterations > 0
+        else:
+            assert response.error_code.val in (ErrorCode.NO_SOLUTION, ErrorCode.TIMEOUT)
+    assert solved >= 6, f"only {solved}/8 reachable targets solved"
+
+
+def test_solve_ik_every_objective_type_together(node):
+    """Targets taken from one configuration, so that all objectives can hold at once."""
+    q_ref = np.array([0.4, -0.3, -0.2, -2.1, 0.3, 1.9, 0.2, 0.03])
+    poses = fk(q_ref)
+    hand, link4, link6, link5, link3 = (poses[k] for k in (
+        "panda_hand", "panda_link4", "panda_link6", "panda_link5", "panda_link3"))
+    local = np.array([0.02, -0.01, 0.05])
+    objectives = []
+    # POSITION: a point on link4 (in link4's frame) at its place in the base frame.
+    o = pose_objective("panda_link4", np.eye(4), kind=IKObjective.POSITION)
+    o.local_point.x, o.local_point.y, o.local_point.z = local.tolist()
+    point4 = (link4 @ np.append(local, 1))[:3]
+    o.target.pose.position.x, o.target.pose.position.y, o.target.pose.position.z = point4.tolist()
+    objectives.append(o)
+    # ORIENTATION of link6.
+    objectives.append(pose_objective("panda_link6", link6, kind=IKObjective.ORIENTATION))
+    # HINGE: hand origin at its point, hand z axis along its direction; spin free.
+    o = pose_objective("panda_hand", hand, kind=IKObjective.HINGE)
+    o.axis.x, o.axis.y, o.axis.z = hand[:3, 2].tolist()
+    o.local_axis.z = 1.0
+    objectives.append(o)
+    # PLANE: link5 origin on the horizontal plane through its place.
+    o = pose_objective("panda_link5", link5, kind=IKObjective.PLANE)
+    o.axis.z = 1.0
+    objectives.append(o)
+    # LINE: link3 origin on the line through its place along the base x axis.
+    o = pose_objective("panda_link3", link3, kind=IKObjective.LINE)
+    o.axis.x = 1.0
+    objectives.append(o)
+
+    seed = q_ref + np.array([0.15, -0.1, 0.1, 0.1, -0.1, 0.1, 0.1, 0.0])
+    response = solve(node, objectives, seed=joint_state(seed))
+    assert response.success, response.message
+    q = q_of(response.solution)
+    got = fk(q)
+    tol = POS_TOL + POS_SLACK
+    assert np.linalg.norm((got["panda_link4"] @ np.append(local, 1))[:3] - point4) <= tol
+    assert ref.rotation_angle(link6[:3, :3].T @ got["panda_link6"][:3, :3]) <= ROT_TOL + ROT_SLACK
+    assert np.linalg.norm(got["panda_hand"][:3, 3] - hand[:3, 3]) <= tol
+    angle = math.acos(np.clip(got["panda_hand"][:3, 2] @ hand[:3, 2], -1, 1))
+    assert angle <= ROT_TOL + ROT_SLACK
+    assert abs(got["panda_link5"][2, 3] - link5[2, 3]) <= tol
+    off = got["panda_link3"][:3, 3] - link3[:3, 3]
+    assert np.linalg.norm(off[1:]) <= tol  # no offset across the x line
+    assert len(response.position_errors) == 5
+
+
+def test_solve_ik_relative_objective(node):
+    """reference_link: the hand's pose in link3's frame *at the solution*."""
+    q_ref = np.array([-0.5, 0.2, 0.4, -1.8, -0.2, 2.2, -0.4, 0.01])
+    poses = fk(q_ref)
+    relative = np.linalg.inv(poses["panda_link3"]) @ poses["panda_hand"]
+    o = IKObjective(type=IKObjective.POSE, link="panda_hand", reference_link="panda_link3",
+                    target=pose_msg(relative))
+    response = solve(node, [o], seed=joint_state(np.clip(q_ref + 0.2, LOWER, UPPER)))
+    assert response.success, response.message
+    got = fk(q_of(response.solution))
+    p_err, r_err = ref.pose_errors(relative, np.linalg.inv(got["panda_link3"]) @ got["panda_hand"])
+    assert p_err <= POS_TOL + POS_SLACK and r_err <= ROT_TOL + ROT_SLACK
+
+
+def test_solve_ik_target_in_a_moving_link_frame_uses_fk_at_the_seed(node):
+    seed = STATE
+    q_target = np.array([0.3, -0.2, 0.1, -2.0, 0.2, 1.6, 0.3, 0.02])
+    in_base = fk(q_target)["panda_hand"]
+    link2_at_seed = fk(seed)["panda_link2"]
+    target = np.linalg.inv(link2_at_seed) @ in_base
+    response = solve(node, [pose_objective("panda_hand", target, frame="panda_link2")],
+                     seed=joint_state(seed))
+    assert response.success, response.message
+    assert_pose_reached(q_of(response.solution), "panda_hand", in_base)
+
+
+def test_solve_ik_default_seed_is_joint_states_and_max_deviation_holds(node):
+    q_target = STATE + np.array([0.05, -0.04, 0.05, 0.05, -0.03, 0.04, 0.05, 0.0])
+    target = fk(q_target)["panda_hand"]
+    response = solve(node, [pose_objective("panda_hand", target)], max_deviation=0.06)
+    assert response.success, response.message
+    q = q_of(response.solution)
+    assert np.all(np.abs(q - STATE) <= 0.06 + 1e-6), q - STATE
+    assert_pose_reached(q, "panda_hand", target)
+    # The finger moves nothing the objective sees: it keeps the seed's value.
+    assert q[-1] == pytest.approx(STATE[-1], abs=1e-6)
+
+
+def test_solve_ik_active_joints(node):
+    q_target = STATE.copy()
+    q_target[[1, 3]] += [0.2, -0.15]
+    target = fk(q_target)["panda_hand"]
+    o = pose_objective("panda_hand", target, kind=IKObjective.POSITION)
+    response = solve(node, [o], seed=joint_state(STATE),
+                     active_joints=["panda_joint2", "panda_joint4"])
+    assert response.success, response.message
+    q = q_of(response.solution)
+    moved = np.flatnonzero(np.abs(q - STATE) > 1e-6)
+    assert set(moved) <= {1, 3}, q - STATE
+    assert np.linalg.norm(fk(q)["panda_hand"][:3, 3] - target[:3, 3]) <= POS_TOL + POS_SLACK
+
+
+def test_solve_ik_unreachable_target_reports_no_solution(node):
+    far = np.eye(4)
+    far[:3, 3] = [2.5, 0.0, 0.5]  # beyond the Panda's reach
+    start = time.monotonic()
+    response = solve(node, [pose_objective("panda_hand", far)], max_restarts=2,
+                     timeout=_duration(30.0))
+    assert not response.success
+    assert response.error_code.val == ErrorCode.NO_SOLUTION, response.message
+    assert "no solution" in response.message
+    assert_within_limits(q_of(response.solution))  # the best configuration found
+    assert response.position_errors[0] > 1.0
+    # With a tiny timeout the restarts are cut: TIMEOUT (never asserting on durations here).
+    response = solve(node, [pose_objective("panda_hand", far)], max_restarts=50,
+                     timeout=_duration(1e-6))
+    assert not response.success
+    assert response.error_code.val == ErrorCode.TIMEOUT, response.message
+    assert time.monotonic() > start  # (no timing assertion on this shared machine)
+
+
+def _duration(seconds: float):
+    from builtin_interfaces.msg import Duration
+
+    return Duration(sec=int(seconds), nanosec=int((seconds % 1) * 1e9))
+
+
+# --- solve_ik_batch ------------------------------------------------------------------------
+
+
+def test_solve_ik_batch_matches_reference(node):
+    rng = np.random.default_rng(3)
+    qs = random_q(rng, 12)
+    link2 = fk(STATE)["panda_link2"]  # the shared seed is /joint_states = STATE
+    request = SolveIKBatch.Request(link="panda_hand")
+    targets = []
+    for i, q in enumerate(qs):
+        t = fk(q)["panda_hand"]
+        targets.append(t)
+        # every third target is given in panda_link2's frame (at the seed)
+        request.targets.append(pose_msg(np.linalg.inv(link2) @ t, "panda_link2") if i % 3 == 0
+                               else pose_msg(t, "panda_link0" if i % 3 == 1 else ""))
+    response = node.call(SolveIKBatch, "solve_ik_batch", request)
+    assert response.error_code.val == ErrorCode.SUCCESS, response.message
+    assert len(response.solutions) == len(response.success) == len(qs)
+    assert len(response.position_errors) == len(response.orientation_errors) == len(qs)
+    assert sum(response.success) >= 10, response.message
+    for solution, ok, target in zip(response.solutions, response.success, targets):
+        q = q_of(solution)
+        assert_within_limits(q)
+        if ok:
+            assert_pose_reached(q, "panda_hand", target)
+    assert response.solve_time > 0
+
+
+def test_solve_ik_batch_position_only_with_local_point(node):
+    rng = np.random.default_rng(4)
+    local = np.array([0.0, 0.0, 0.1034])  # the TCP, as a point on panda_hand
+    request = SolveIKBatch.Request(link="panda_hand", orientation_weight=0.0)
+    request.local_point.z = float(local[2])
+    points = []
+    for q in random_q(rng, 5):
+        p = (fk(q)["panda_hand"] @ np.append(local, 1))[:3]
+        points.append(p)
+        t = np.eye(4)
+        t[:3, 3] = p
+        msg = pose_msg(t)
+        msg.pose.orientation.w = 0.0  # unused for position-only: a zero quaternion is fine
+        request.targets.append(msg)
+    response = node.call(SolveIKBatch, "solve_ik_batch", request)
+    assert response.error_code.val == ErrorCode.SUCCESS, response.message
+    assert sum(response.success) >= 4
+    for solution, ok, p in zip(response.solutions, response.success, points):
+        if ok:
+            got = fk(q_of(solution))["panda_hand"] @ np.append(local, 1)
+            assert np.linalg.norm(got[:3] - p) <= POS_TOL + POS_SLACK
+
+
+# --- bad input: specific error code, readable message, node keeps serving --------------------
+
+
+def _good_objective():
+    return pose_objective("panda_hand", fk(STATE)["panda_hand"])
+
+
+def _ik(**changes):
+    objective = _good_objective()
+    fields = {}
+    for key, value in changes.items():
+        if key.startswith("o_"):
+            value(objective) if callable(value) else setattr(objective, key[2:], value)
+        else:
+            fields[key] = value
+    fields.setdefault("objectives", [objective])
+    return SolveIK.Request(**fields)
+
+
+def _set(path, value):
+    def apply(objective):
+        target = objective
+        *parents, last = path.split(".")
+        for name in parents:
+            target = getattr(target, name)
+        setattr(target, last, value)
+    return apply
+
+
+def _zero_orientation(pose_stamped):
+    o = pose_stamped.pose.orientation
+    o.x = o.y = o.z = o.w = 0.0
+
+
+def _zero_quaternion(objective):
+    _zero_orientation(objective.target)
+
+
+IK_CASES = {
+    "unknown link": (_ik(o_link="panda_link99"), ErrorCode.UNKNOWN_LINK, "panda_link99"),
+    "unknown reference_link": (_ik(o_reference_link="nope"), ErrorCode.UNKNOWN_LINK, "nope"),
+    "unknown frame": (_ik(o_=_set("target.header.frame_id", "map")), ErrorCode.UNKNOWN_FRAME,
+                      "map"),
+    "NaN position": (_ik(o_=_set("target.pose.position.x", math.nan)), ErrorCode.INVALID_POSE,
+                     "NaN"),
+    "inf orientation": (_ik(o_=_set("target.pose.orientation.y", math.inf)),
+                        ErrorCode.INVALID_POSE, "NaN or infinite"),
+    "zero quaternion": (_ik(o_=_zero_quaternion), ErrorCode.INVALID_POSE, "zero quaternion"),
+    "no objectives": (SolveIK.Request(), ErrorCode.INVALID_REQUEST, "no objectives"),
+    "empty link": (_ik(o_link=""), ErrorCode.INVALID_REQUEST, "link is empty"),
+    "unknown objective type": (_ik(o_type=42), ErrorCode.INVALID_REQUEST, "unknown objective"),
+    "zero hinge axis": (_ik(o_type=IKObjective.HINGE), ErrorCode.INVALID_REQUEST, "axis"),
+    "negative weight": (_ik(o_position_weight=-1.0), ErrorCode.INVALID_REQUEST, "weight"),
+    "unknown active joint": (_ik(active_joints=["panda_joint1", "elbow"]),
+                             ErrorCode.UNKNOWN_JOINT, "elbow"),
+    "seed names/positions mismatch": (
+        _ik(seed=JointState(name=["panda_joint1", "panda_joint2"], position=[0.1])),
+        ErrorCode.INVALID_JOINT_STATE, "2 names but 1 positions"),
+    "seed NaN": (_ik(seed=JointState(name=["panda_joint1"], position=[math.nan])),
+                 ErrorCode.INVALID_JOINT_STATE, "NaN"),
+    "seed outside limits": (_ik(seed=JointState(name=["panda_joint4"], position=[1.0])),
+                            ErrorCode.INVALID_JOINT_STATE, "limits"),
+    "seed unknown joint": (_ik(seed=JointState(name=["shoulder_pan_joint"], position=[0.0])),
+                           ErrorCode.UNKNOWN_JOINT, "shoulder_pan_joint"),
+    "negative max_deviation": (_ik(max_deviation=-0.1), ErrorCode.INVALID_REQUEST,
+                               "max_deviation"),
+    "NaN tolerance": (_ik(position_tolerance=math.nan), ErrorCode.INVALID_REQUEST,
+                      "position_tolerance"),
+    "max_restarts < -1": (_ik(max_restarts=-5), ErrorCode.INVALID_REQUEST, "max_restarts"),
+    "relative target in another frame": (
+        _ik(o_reference_link="panda_link3", o_=_set("target.header.frame_id", "panda_link2")),
+        ErrorCode.INVALID_REQUEST, "reference_link"),
+}
+
+
+@pytest.mark.parametrize("case", list(IK_CASES))
+def test_solve_ik_bad_input(node, case):
+    request, code, text = IK_CASES[case]
+    response = node.call(SolveIK, "solve_ik", request)
+    assert response.success is False
+    assert response.error_code.val == code, (response.error_code.val, response.message)
+    assert text in response.message
+    assert_serving(node)
+
+
+def _batch(**changes):
+    request = SolveIKBatch.Request(link="panda_hand",
+                                   targets=[pose_msg(fk(STATE)["panda_hand"])])
+    for key, value in changes.items():
+        value(request) if callable(value) else setattr(request, key, value)
+    return request
+
+
+BATCH_CASES = {
+    "no targets": (_batch(targets=[]), ErrorCode.INVALID_REQUEST, "no targets"),
+    "empty link": (_batch(link=""), ErrorCode.INVALID_REQUEST, "link"),
+    "unknown link": (_batch(link="tool0"), ErrorCode.UNKNOWN_LINK, "tool0"),
+    "NaN target": (_batch(x=lambda r: setattr(r.targets[0].pose.position, "y", math.nan)),
+                   ErrorCode.INVALID_POSE, "targets[0]"),
+    "zero quaternion": (_batch(x=lambda r: _zero_orientation(r.targets[0])),
+                        ErrorCode.INVALID_POSE, "zero quaternion"),
+    "unknown frame": (_batch(x=lambda r: setattr(r.targets[0].header, "frame_id", "odom")),
+                      ErrorCode.UNKNOWN_FRAME, "odom"),
+    "seed mismatch": (_batch(seed=JointState(name=["panda_joint1"], position=[])),
+                      ErrorCode.INVALID_JOINT_STATE, "1 names but 0 positions"),
+    "unknown active joint": (_batch(active_joints=["wrist_1_joint"]), ErrorCode.UNKNOWN_JOINT,
+                             "wrist_1_joint"),
+    "negative orientation weight": (_batch(orientation_weight=-1.0), ErrorCode.INVALID_REQUEST,
+                                    "orientation_weight"),
+}
+
+
+@pytest.mark.parametrize("case", list(BATCH_CASES))
+def test_solve_ik_batch_bad_input(node, case):
+    request, code, text = BATCH_CASES[case]
+    response = node.call(SolveIKBatch, "solve_ik_batch", request)
+    assert response.error_code.val == code, (response.error_code.val, response.message)
+    assert text in response.message
+    assert list(response.solutions) == [] and list(response.success) == []
+    assert_serving(node)
+
+
+FK_CASES = {
+    "unknown link": (ComputeFK.Request(link_names=["panda_hand", "base_link"]),
+                     ErrorCode.UNKNOWN_LINK, "base_link"),
+    "unknown frame": (ComputeFK.Request(frame_id="world"), ErrorCode.UNKNOWN_FRAME, "world"),
+    "state mismatch": (ComputeFK.Request(robot_state=JointState(name=[], position=[0.1])),
+                       ErrorCode.INVALID_JOINT_STATE, "0 names but 1 positions"),
+    "state unknown joint": (ComputeFK.Request(robot_state=JointState(name=["j"], position=[0.0])),
+                            ErrorCode.UNKNOWN_JOINT, "not actuated joints"),
+    "state inf": (ComputeFK.Request(robot_state=JointState(name=["panda_joint1"],
+                                                           position=[math.inf])),
+                  ErrorCode.INVALID_JOINT_STATE, "NaN or infinite"),
+}
+
+
+@pytest.mark.parametrize("case", list(FK_CASES))
+def test_compute_fk_bad_input(node, case):
+    request, code, text = FK_CASES[case]
+    response = node.call(ComputeFK, "compute_fk", request)
+    assert response.error_code.val == code, (response.error_code.val, response.message)
+    assert text in response.message
+    assert list(response.poses) == []
+    assert_serving(node)
+
+
+def test_node_log_has_no_internal_errors(node):
+    log = node.node.log()
+    assert "internal error" not in log, log
+    assert "Traceback" not in log, log
