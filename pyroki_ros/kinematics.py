@@ -11,6 +11,8 @@ on a CPU the kernel count, not the flop count, sets the cost of a single small s
 
 from __future__ import annotations
 
+import operator
+
 import jax
 import jax.numpy as jnp
 import jaxlie
@@ -97,6 +99,8 @@ def _check_q(robot: Robot, q: jax.Array) -> jax.Array:
 
 def joint_values(robot: Robot, q: jax.Array) -> jax.Array:
     """Value of every link's parent joint, mimic joints resolved: (*batch, n_links)."""
+    if robot.n_joints == 0:  # nothing moves; q[..., index] would gather from an empty axis
+        return jnp.zeros((*q.shape[:-1], robot.n_links), q.dtype)
     index = np.maximum(np.asarray(robot.q_index), 0)
     moving = np.asarray(robot.q_index) >= 0
     return jnp.where(moving, q[..., index] * robot.multipliers + robot.offsets, 0.0)
@@ -161,7 +165,7 @@ def _columns_to_joints(robot: Robot, link_columns: jax.Array, on_path: np.ndarra
     """
     index = np.asarray(robot.q_index)
     drivers = [np.flatnonzero((index == a) & on_path) for a in range(robot.n_joints)]
-    depth = max(1, max(len(d) for d in drivers))
+    depth = max(1, max((len(d) for d in drivers), default=0))
     table = np.zeros((depth, robot.n_joints), dtype=np.int64)
     used = np.zeros((depth, robot.n_joints), dtype=bool)
     for a, links in enumerate(drivers):
@@ -218,5 +222,11 @@ def link_jacobian(robot: Robot, q: jax.Array, link: str | int) -> jax.Array:
     Computed analytically from the joint axes (not by autodiff); ``v`` is the velocity of
     the link frame's origin.
     """
-    index = robot.link_index(link) if isinstance(link, str) else int(link)
+    if isinstance(link, str):
+        index = robot.link_index(link)
+    else:
+        index = operator.index(link)  # rejects floats such as 1.7
+        if not -robot.n_links <= index < robot.n_links:
+            raise ValueError(f"link index {link} is out of range for {robot.n_links} links")
+        index %= robot.n_links
     return jacobian_from_frames(robot, link_frames(robot, q), index)

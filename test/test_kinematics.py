@@ -562,7 +562,7 @@ def test_float64_without_x64_raises():
 
 
 # --------------------------------------------------------------------------------------------
-# Known core bugs (reported): strict xfails, so a fix makes them fail until the mark is removed.
+# Edge cases: robots with nothing to move, integer link indices.
 # --------------------------------------------------------------------------------------------
 
 MOUNT = (
@@ -572,11 +572,6 @@ MOUNT = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: with no actuated joints, joint_values gathers from an empty q axis "
-    "(TypeError) and _columns_to_joints calls max() on an empty sequence",
-)
 def test_robot_without_actuated_joints():
     robot = Robot.from_urdf(MOUNT)
     assert robot.n_joints == 0
@@ -585,7 +580,6 @@ def test_robot_without_actuated_joints():
     assert jacobian.shape == (6, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: integer link indices are not range-checked")
 def test_link_jacobian_rejects_out_of_range_link_index(toys):
     n = toys.robot.n_links
     for bad in (n, -n - 1):

@@ -196,3 +196,27 @@ def test_default_active_joints_are_the_ones_that_move_the_objectives(panda):
     with pytest.raises(C.RequestError) as info:
         model.active_joints(["panda_joint9"], [objective])
     assert info.value.code == ErrorCode.UNKNOWN_JOINT
+
+
+# --- parameters: config/*.yaml <-> what the node declares ------------------------------------
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5"])
+def test_config_files_match_the_declared_parameters(robot):
+    yaml = pytest.importorskip("yaml")
+    from pyroki_ros.robots import urdf_path
+    from pyroki_ros.ros.node import NODE_NAME, PARAMETERS
+
+    config = pathlib.Path(__file__).resolve().parents[1] / "config" / f"{robot}.yaml"
+    values = yaml.safe_load(config.read_text())[NODE_NAME]["ros__parameters"]
+    declared = {p.name: p for p in PARAMETERS}
+    assert set(values) == set(declared), set(values) ^ set(declared)
+    for name, value in values.items():
+        default = declared[name].default
+        assert type(value) is type(default), (name, value, default)  # rclpy types are strict
+        assert declared[name].description
+        if declared[name].float_range:
+            low, high = declared[name].float_range
+            assert low <= value <= high, name
+    links = set(ref.parse_urdf(urdf_path(robot)).links)
+    assert values["base_frame"] in links and values["tip_link"] in links

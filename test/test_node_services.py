@@ -544,3 +544,47 @@ def test_node_log_has_no_internal_errors(node):
     log = node.node.log()
     assert "internal error" not in log, log
     assert "Traceback" not in log, log
+
+
+# --- parameters ------------------------------------------------------------------------------
+
+
+def test_parameters_are_declared_documented_and_loaded_from_the_yaml(node):
+    yaml = pytest.importorskip("yaml")
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters
+
+    values = yaml.safe_load(CONFIG.read_text())["pyroki_ros_node"]["ros__parameters"]
+    names = sorted(values)
+    described = node.call(DescribeParameters, "describe_parameters",
+                          DescribeParameters.Request(names=names))
+    kinds = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
+             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING,
+             list: ParameterType.PARAMETER_INTEGER_ARRAY}
+    for name, descriptor in zip(names, described.descriptors):
+        assert descriptor.name == name
+        assert len(descriptor.description) > 20, name
+        assert descriptor.type == kinds[type(values[name])], name
+    got = node.call(GetParameters, "get_parameters", GetParameters.Request(names=names))
+    overridden = {"warmup_batch_sizes", "compilation_cache_dir"}  # by this module's -p
+    for name, value in zip(names, got.values):
+        if name in overridden:
+            continue
+        actual = {ParameterType.PARAMETER_INTEGER: value.integer_value,
+                  ParameterType.PARAMETER_DOUBLE: value.double_value,
+                  ParameterType.PARAMETER_STRING: value.string_value}.get(value.type)
+        assert actual == values[name], name
+
+    def set_string(name, text):
+        request = SetParameters.Request(parameters=[Parameter(
+            name=name, value=ParameterValue(type=ParameterType.PARAMETER_STRING,
+                                            string_value=text))])
+        return node.call(SetParameters, "set_parameters", request).results[0]
+
+    result = set_string("tip_link", "no_such_link")
+    assert not result.successful and "no_such_link" in result.reason
+    result = set_string("device", "gpu")  # read-only at run time
+    assert not result.successful
+    assert set_string("tip_link", "panda_link7").successful
+    assert set_string("tip_link", "panda_hand").successful
+    assert_serving(node)
