@@ -78,6 +78,11 @@ fi
 if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
   log "removing broken $VENV"; rm -rf "$VENV"
 fi
+mkdir -p "$VENV"
+if command -v flock >/dev/null 2>&1; then  # one set-up at a time per checkout
+  exec 9>"$VENV/.setup.lock"
+  flock -w 1800 9 || die "another ./setup.sh holds $VENV/.setup.lock"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
   "$PYTHON" -m venv "$VENV"
@@ -92,7 +97,7 @@ if stamp_ok requirements "$req_hash"; then
 else
   log "installing requirements.txt into .venv (first time: ~1-2 min, ~1 GB)"
   # setuptools/wheel first so that sdists (empy) build as wheels
-  run_logged "$LOGS/pip.log" "$PY" -m pip install --disable-pip-version-check \
+  run_logged "$LOGS/pip-bootstrap.log" "$PY" -m pip install --disable-pip-version-check \
     $(grep -E '^(setuptools|wheel)==' requirements.txt)
   run_logged "$LOGS/pip.log" "$PY" -m pip install --disable-pip-version-check -r requirements.txt
   stamp_set requirements "$req_hash"

@@ -69,27 +69,31 @@ BEGIN, END = "<!-- fk_benchmark:begin -->", "<!-- fk_benchmark:end -->"
 # timing helpers (used by the workers)
 
 
-def _time_calls(fn, min_repeats: int, min_seconds: float, max_repeats: int) -> list[float]:
-    times: list[float] = []
+def _time_calls(fn, min_repeats: int, min_seconds: float, max_repeats: int) -> tuple:
+    """Wall-clock and process CPU (all threads) seconds of each call."""
+    wall: list[float] = []
+    cpu: list[float] = []
     start = time.perf_counter()
-    while len(times) < max_repeats and (
-        len(times) < min_repeats or time.perf_counter() - start < min_seconds
+    while len(wall) < max_repeats and (
+        len(wall) < min_repeats or time.perf_counter() - start < min_seconds
     ):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    return times
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return wall, cpu
 
 
-def _summary(times: list[float], batch: int) -> dict:
-    t = np.asarray(times)
-    median = float(np.median(t))
+def _summary(times: tuple, batch: int) -> dict:
+    wall, cpu = (np.asarray(t) for t in times)
+    median = float(np.median(wall))
     return {
         "batch": batch,
         "median_s": median,
-        "p10_s": float(np.percentile(t, 10)),
-        "p90_s": float(np.percentile(t, 90)),
-        "repeats": len(times),
+        "p10_s": float(np.percentile(wall, 10)),
+        "p90_s": float(np.percentile(wall, 90)),
+        "cpu_median_s": float(np.median(cpu)),
+        "repeats": len(wall),
         "throughput": batch / median,
     }
 
@@ -158,8 +162,9 @@ def _worker_jax(args) -> dict:
                 for _ in range(args.warmup):
                     call(q)
                 res = _summary(
-                    _time_calls(lambda q=q: call(q), args.min_repeats, args.min_seconds,
-                                args.max_repeats),
+                    _time_calls(
+                        lambda q=q: call(q), args.min_repeats, args.min_seconds, args.max_repeats
+                    ),
                     batch,
                 )
                 res["first_call_s"] = first
@@ -208,8 +213,9 @@ def _worker_torch(args) -> dict:
         for _ in range(args.warmup):
             call(th)
         res = _summary(
-            _time_calls(lambda th=th: call(th), args.min_repeats, args.min_seconds,
-                        args.max_repeats),
+            _time_calls(
+                lambda th=th: call(th), args.min_repeats, args.min_seconds, args.max_repeats
+            ),
             batch,
         )
         res["first_call_s"] = first
@@ -224,9 +230,15 @@ def _worker_torch(args) -> dict:
         "dtype": "float32",
         "results": results,
     }
-    versions = {"torch": torch.__version__, "pytorch_kinematics": _dist_version("pytorch_kinematics")}
-    return {"rows": [row], "poses": {row["key"]: (mats[..., :3, 3], mats[..., :3, :3])},
-            "versions": versions}
+    versions = {
+        "torch": torch.__version__,
+        "pytorch_kinematics": _dist_version("pytorch_kinematics"),
+    }
+    return {
+        "rows": [row],
+        "poses": {row["key"]: (mats[..., :3, 3], mats[..., :3, :3])},
+        "versions": versions,
+    }
 
 
 def _worker_pin(args) -> dict:
@@ -262,8 +274,9 @@ def _worker_pin(args) -> dict:
         for _ in range(min(args.warmup, 1)):
             call(qs)
         res = _summary(
-            _time_calls(lambda qs=qs: call(qs), args.min_repeats, args.min_seconds,
-                        args.max_repeats),
+            _time_calls(
+                lambda qs=qs: call(qs), args.min_repeats, args.min_seconds, args.max_repeats
+            ),
             batch,
         )
         res["first_call_s"] = first
@@ -282,8 +295,11 @@ def _worker_pin(args) -> dict:
         "dtype": "float64",
         "results": results,
     }
-    return {"rows": [row], "poses": {row["key"]: (np.array(positions), np.array(rotations))},
-            "versions": {"pin": pin.__version__}}
+    return {
+        "rows": [row],
+        "poses": {row["key"]: (np.array(positions), np.array(rotations))},
+        "versions": {"pin": pin.__version__},
+    }
 
 
 def _robot_summary(urdf: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
@@ -330,8 +346,11 @@ def _dist_version(name: str) -> str:
 def _run_worker(args) -> None:
     result = {"jax": _worker_jax, "torch": _worker_torch, "pin": _worker_pin}[args.worker](args)
     poses = result.pop("poses")
-    np.savez(args.out + ".npz", **{f"{k}|pos": v[0] for k, v in poses.items()},
-             **{f"{k}|rot": v[1] for k, v in poses.items()})
+    np.savez(
+        args.out + ".npz",
+        **{f"{k}|pos": v[0] for k, v in poses.items()},
+        **{f"{k}|rot": v[1] for k, v in poses.items()},
+    )
     with open(args.out + ".json", "w") as f:
         json.dump(result, f)
 
@@ -344,7 +363,9 @@ def _machine() -> dict:
     info = {"cpu": platform.processor() or "unknown"}
     try:
         text = Path("/proc/cpuinfo").read_text()
-        fields = dict(re.findall(r"^(model name|cpu family|model|flags)\s*:\s*(.*)$", text, re.M))
+        fields = dict(
+            re.findall(r"^(model name|cpu family|model|flags)\s*:\s*(.*)$", text, re.MULTILINE)
+        )
         info["cpu"] = fields.get("model name", info["cpu"])
         info["cpu_family_model"] = f"family {fields.get('cpu family')}, model {fields.get('model')}"
         flags = fields.get("flags", "").split()
@@ -381,69 +402,131 @@ def _fmt_rate(rate: float) -> str:
 
 def _label(row: dict) -> str:
     label = f"{row['library']} {row['dtype']}"
-    if row.get("preset") and row["preset"] != "default":
+    if row.get("preset"):
         label += f" [{row['preset']}]"
     if row["device"] != "cpu":
         label += f" ({row['device']}: {row['device_kind']})"
     return label
 
 
+def _source_state() -> str:
+    """Git commit (and whether the FK source differs from it) plus a hash of kinematics.py."""
+    import hashlib
+
+    source = REPO / "pyroki_ros" / "kinematics.py"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12] if source.exists() else "n/a"
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "pyroki_ros"],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
+        head += " (pyroki_ros/ has uncommitted changes)" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        head = "n/a"
+    return f"git {head}; pyroki_ros/kinematics.py sha256 {digest}"
+
+
 def _report(rows, machine, versions, checks, reference, args, command, load, started) -> str:
     batches = args.batches
+    urdf = Path(args.urdf).resolve()
+    shown = urdf.relative_to(REPO) if urdf.is_relative_to(REPO) else urdf
     lines = [
         "# Forward kinematics benchmark",
         "",
-        f"Robot: `{os.path.relpath(args.urdf, REPO) if str(args.urdf).startswith(str(REPO)) else args.urdf}` "
-        f"({args.n_links} links, {args.n_joints} actuated joints); every library computes the "
-        f"pose of all {args.n_links} links. Configurations: uniform inside the joint limits, "
-        f"seed {args.seed}, identical for every library.",
+        (
+            f"Robot: `{shown}` ({args.n_links} links, {args.n_joints} actuated joints); every "
+            f"library computes the pose of all {args.n_links} links. Configurations: uniform "
+            f"inside the joint limits, seed {args.seed}, identical for every library."
+        ),
         "",
         f"Date: {started}  ",
         f"Command: `{command}`  ",
-        f"Machine: {machine['cpu']} ({machine.get('cpu_family_model', '')}; "
-        f"{machine.get('simd', '')}), {machine['logical_cpus']} logical CPUs "
-        f"({machine['usable_cpus']} usable), {machine.get('memory_gib', '?')} GiB RAM, "
-        f"{machine['os']}  ",
-        "Versions: python " + machine["python"] + ", "
-        + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "  ",
+        (
+            f"Machine: {machine['cpu']} ({machine.get('cpu_family_model', '')}; "
+            f"{machine.get('simd', '')}), {machine['logical_cpus']} logical CPUs "
+            f"({machine['usable_cpus']} usable), {machine.get('memory_gib', '?')} GiB RAM, "
+            f"{machine['os']}  "
+        ),
+        "Versions: python "
+        + machine["python"]
+        + ", "
+        + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+        + "  ",
+        f"Source: {_source_state()}  ",
         f"Load average (1 min) at start / end: {load[0]:.2f} / {load[1]:.2f}  ",
-        "Timing: median over repeats of one call on the whole batch (JAX: jitted, "
-        "`block_until_ready`; first call = trace + compile + run); "
-        f"at least {args.min_repeats} repeats and {args.min_seconds:g} s per cell.",
+        (
+            "Timing: median over repeats of one call on the whole batch (JAX: jitted, "
+            "`block_until_ready`; first call = trace + compile + run); "
+            f"at least {args.min_repeats} repeats and {args.min_seconds:g} s per cell."
+        ),
         "",
         "## Time per call (median) and throughput",
         "",
-        "| library | "
-        + " | ".join(f"batch {b:,}" for b in batches)
-        + " | first call (compile) |",
+        "| library | " + " | ".join(f"batch {b:,}" for b in batches) + " | first call (compile) |",
         "|---|" + "---:|" * len(batches) + "---|",
     ]
     for row in rows:
         cells = [
             f"{_fmt_time(r['median_s'])} ({_fmt_rate(r['throughput'])})" for r in row["results"]
         ]
-        first = ", ".join(_fmt_time(r["first_call_s"]) for r in row["results"])
-        if not row["library"].startswith(("pyroki", "alt")) and "JAX" not in row["library"]:
-            first = "n/a"
+        first = "n/a"
+        if row.get("preset"):  # a JAX row
+            first = ", ".join(_fmt_time(r["first_call_s"]) for r in row["results"])
         lines.append(f"| {_label(row)} | " + " | ".join(cells) + f" | {first} |")
-    lines += ["", "Cells: time per call (configurations per second)."]
-    if "JAX" in "".join(r["library"] for r in rows):
-        lines.append(
-            "First call: one value per batch size (each batch shape compiles once)."
-        )
-    # speed-up of the fastest JAX float32 CPU row over pytorch-kinematics
+    lines += [
+        "",
+        (
+            "Cells: wall time per call (configurations per second). First call (JAX): one "
+            "value per batch size, in order (each batch shape compiles once)."
+        ),
+        "",
+        (
+            "CPU time per call (process CPU time of all threads, median; less sensitive to "
+            "other load on the machine than wall time, but it counts spinning worker threads):"
+        ),
+        "",
+        "| library | " + " | ".join(f"batch {b:,}" for b in batches) + " |",
+        "|---|" + "---:|" * len(batches),
+    ]
+    for row in rows:
+        cells = [_fmt_time(r["cpu_median_s"]) for r in row["results"]]
+        lines.append(f"| {_label(row)} | " + " | ".join(cells) + " |")
+
     pk = next((r for r in rows if r["library"] == "pytorch-kinematics"), None)
-    jax_rows = [r for r in rows if "JAX" in r["library"] and r["device"] == "cpu"
-                and r["dtype"] == "float32"]
+    jax_rows = [
+        r for r in rows if r.get("preset") and r["device"] == "cpu" and r["dtype"] == "float32"
+    ]
     if pk and jax_rows:
-        lines += ["", "## JAX float32 (CPU) throughput relative to pytorch-kinematics", "",
-                  "| JAX variant | " + " | ".join(f"batch {b:,}" for b in batches) + " |",
-                  "|---|" + "---:|" * len(batches)]
+        lines += [
+            "",
+            "## JAX float32 (CPU) throughput relative to pytorch-kinematics",
+            "",
+            "Goal: at least 2x pytorch-kinematics' batched CPU throughput (batches > 1).",
+            "",
+            "| JAX variant | "
+            + " | ".join(f"batch {b:,}" for b in batches)
+            + " | goal (batches > 1) |",
+            "|---|" + "---:|" * len(batches) + "---|",
+        ]
         for row in jax_rows:
             ratios = [
                 j["throughput"] / p["throughput"] for j, p in zip(row["results"], pk["results"])
             ]
-            lines.append(f"| {_label(row)} | " + " | ".join(f"{x:.2f}x" for x in ratios) + " |")
+            batched = [x for x, b in zip(ratios, batches) if b > 1]
+            verdict = "n/a" if not batched else ("met" if min(batched) >= 2 else "NOT met")
+            lines.append(
+                f"| {_label(row)} | " + " | ".join(f"{x:.2f}x" for x in ratios) + f" | {verdict} |"
+            )
     lines += [
         "",
         f"## Cross-check (first {args.check_batch:,} configurations)",
@@ -460,17 +543,22 @@ def _report(rows, machine, versions, checks, reference, args, command, load, sta
         "",
         "Notes:",
         "",
-        "* Pinocchio: `forwardKinematics` + `updateFramePlacements` per configuration in a "
-        "Python loop (its Python bindings have no batched forward kinematics; the C++ "
-        "`ModelPool`/OpenMP `*InParallel` functions cover RNEA, ABA and collisions only). "
-        "Times include the Python loop; reading the poses out of `data.oMf` is not timed.",
-        f"* pytorch-kinematics: CPU, float32, `torch.set_num_threads({args.threads})`; "
-        "mimic joints (not supported there) receive their driving joint's value.",
+        (
+            "* Pinocchio: `forwardKinematics` + `updateFramePlacements` per configuration in a "
+            "Python loop (its Python bindings have no batched forward kinematics; the C++ "
+            "`ModelPool`/OpenMP `*InParallel` functions cover RNEA, ABA and collisions only). "
+            "Times include the Python loop; reading the poses out of `data.oMf` is not timed."
+        ),
+        (
+            f"* pytorch-kinematics: CPU, float32, `torch.set_num_threads({args.threads})`; "
+            "mimic joints (not supported there) receive their driving joint's value."
+        ),
         "* JAX on CPU uses every core it sees (XLA's thread pool).",
     ]
-    for preset in sorted({r.get("preset") for r in rows if r.get("preset")}):
-        lines.append(f"* [{preset}]: `XLA_FLAGS='{XLA_PRESETS[preset]}'`"
-                     + (" (plus the caller's XLA_FLAGS)" if os.environ.get("XLA_FLAGS") else ""))
+    caller_flags = os.environ.get("XLA_FLAGS")
+    for preset in sorted({r["preset"] for r in rows if r.get("preset")}):
+        extra = f" (after the caller's XLA_FLAGS `{caller_flags}`)" if caller_flags else ""
+        lines.append(f"* [{preset}]: `XLA_FLAGS='{XLA_PRESETS[preset]}'`{extra}")
     return "\n".join(lines) + "\n"
 
 
@@ -490,16 +578,25 @@ def _write_markdown(path: Path, report: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--urdf", type=Path, default=DEFAULT_URDF)
-    parser.add_argument("--batches", default="1,1000,100000",
-                        type=lambda s: [int(x) for x in s.split(",")])
-    parser.add_argument("--libraries", default="jax,torch,pin",
-                        help="comma-separated subset of jax,torch,pin")
-    parser.add_argument("--jax-variants", default="float32,float32:ynn-off,float64",
-                        help="comma-separated DTYPE[:PRESET]; DTYPE float32|float64, PRESET one "
-                        f"of {', '.join(XLA_PRESETS)} (XLA_FLAGS set before importing jax)")
-    parser.add_argument("--jax-fk", action="append", metavar="FILE.py:FUNCTION",
-                        help="also time an alternative FK function f(robot, q) -> SE3 or "
-                        "(..., n_links, 7) wxyz_xyz array (for experiments); repeatable")
+    parser.add_argument(
+        "--batches", default="1,1000,100000", type=lambda s: [int(x) for x in s.split(",")]
+    )
+    parser.add_argument(
+        "--libraries", default="jax,torch,pin", help="comma-separated subset of jax,torch,pin"
+    )
+    parser.add_argument(
+        "--jax-variants",
+        default="float32,float32:ynn-off,float64",
+        help="comma-separated DTYPE[:PRESET]; DTYPE float32|float64, PRESET one "
+        f"of {', '.join(XLA_PRESETS)} (XLA_FLAGS set before importing jax)",
+    )
+    parser.add_argument(
+        "--jax-fk",
+        action="append",
+        metavar="FILE.py:FUNCTION",
+        help="also time an alternative FK function f(robot, q) -> SE3 or "
+        "(..., n_links, 7) wxyz_xyz array (for experiments); repeatable",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--min-repeats", type=int, default=5)
@@ -507,8 +604,12 @@ def main(argv=None) -> int:
     parser.add_argument("--max-repeats", type=int, default=5000)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--check-batch", type=int, default=1000)
-    parser.add_argument("--markdown", type=Path, help="also write the report here (the part "
-                        "between the fk_benchmark markers is replaced, the rest kept)")
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        help="also write the report here (the part "
+        "between the fk_benchmark markers is replaced, the rest kept)",
+    )
     parser.add_argument("--json", type=Path, help="also write raw results as JSON")
     # worker-only arguments
     parser.add_argument("--worker", choices=("jax", "torch", "pin"), help=argparse.SUPPRESS)
@@ -565,22 +666,53 @@ def main(argv=None) -> int:
                 env["XLA_FLAGS"] = " ".join(
                     f for f in (os.environ.get("XLA_FLAGS", ""), XLA_PRESETS[preset]) if f
                 )
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", worker,
-                   "--configs", config_file, "--out", out, "--urdf", str(args.urdf),
-                   "--batches", ",".join(map(str, args.batches)),
-                   "--threads", str(args.threads), "--min-repeats", str(args.min_repeats),
-                   "--min-seconds", str(args.min_seconds), "--max-repeats",
-                   str(args.max_repeats), "--warmup", str(args.warmup),
-                   "--check-batch", str(args.check_batch), *extra]
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--worker",
+                worker,
+                "--configs",
+                config_file,
+                "--out",
+                out,
+                "--urdf",
+                str(args.urdf),
+                "--batches",
+                ",".join(map(str, args.batches)),
+                "--threads",
+                str(args.threads),
+                "--min-repeats",
+                str(args.min_repeats),
+                "--min-seconds",
+                str(args.min_seconds),
+                "--max-repeats",
+                str(args.max_repeats),
+                "--warmup",
+                str(args.warmup),
+                "--check-batch",
+                str(args.check_batch),
+                *extra,
+            ]
             print(f"[fk_benchmark] {name} ...", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                check=False,
+            )
             if proc.returncode != 0:
                 print(f"[fk_benchmark] {name} failed:\n{proc.stdout[-4000:]}", file=sys.stderr)
                 continue
-            print(f"[fk_benchmark] {name} done in {time.perf_counter() - t0:.0f} s, "
-                  f"load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+            print(
+                f"[fk_benchmark] {name} done in {time.perf_counter() - t0:.0f} s, "
+                f"load {os.getloadavg()[0]:.2f}",
+                file=sys.stderr,
+                flush=True,
+            )
             with open(out + ".json") as f:
                 result = json.load(f)
             versions.update(result["versions"])
@@ -597,9 +729,13 @@ def main(argv=None) -> int:
         versions.setdefault(package, _dist_version(package))
 
     ref_key = next((r["key_full"] for r in rows if r["library"] == "Pinocchio"), None)
-    ref_key = ref_key or next(
-        (r["key_full"] for r in rows if "JAX" in r["library"] and r["dtype"] == "float64"), None
-    ) or rows[0]["key_full"]
+    ref_key = (
+        ref_key
+        or next(
+            (r["key_full"] for r in rows if "JAX" in r["library"] and r["dtype"] == "float64"), None
+        )
+        or rows[0]["key_full"]
+    )
     ref_row = next(r for r in rows if r["key_full"] == ref_key)
     ref_pos, ref_rot = poses[ref_key]
     checks = {
@@ -607,16 +743,35 @@ def main(argv=None) -> int:
         for k, (p, r) in poses.items()
     }
     load_end = os.getloadavg()[0]
-    report = _report(rows, _machine(), versions, checks, _label(ref_row), args, command,
-                     (load_start, load_end), started)
+    report = _report(
+        rows,
+        _machine(),
+        versions,
+        checks,
+        _label(ref_row),
+        args,
+        command,
+        (load_start, load_end),
+        started,
+    )
     print(report)
     if args.markdown:
         _write_markdown(args.markdown, report)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"rows": rows, "versions": versions, "checks": checks,
-                                         "command": command, "date": started,
-                                         "load": [load_start, load_end]}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "versions": versions,
+                    "checks": checks,
+                    "command": command,
+                    "date": started,
+                    "load": [load_start, load_end],
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

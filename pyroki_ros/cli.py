@@ -168,9 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Runs the ROS 2 node; ROS arguments follow, e.g. "
         "pyroki-ros node --ros-args --params-file config/panda.yaml",
     )
-    node.add_argument("ros_args", nargs=argparse.REMAINDER,
-                      help="--ros-args ... (passed to rclpy)")
-    node.set_defaults(run=node_command)
+    # Everything after `node` goes to rclpy as is (see main: parse_known_args).
+    node.set_defaults(run=node_command, ros_args=[])
 
     demo = sub.add_parser(
         "demo",
@@ -195,7 +194,11 @@ def demo_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "node":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.ros_args = extra
     try:
         return args.run(args)
     except (ValueError, OSError) as e:

@@ -96,13 +96,26 @@ def _kronecker_steps(n: int) -> np.ndarray:
     return np.mod(phi ** -np.arange(1.0, n + 1.0), 1.0)
 
 
+# The solver works with lanes LAST: a configuration batch is (n, lanes), a record
+# (width, lanes), so that element-wise work runs along contiguous lanes (see kinematics.py).
+
+
 def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
-    """Per-problem box: limits, tightened around the seed by max_deviation; inactive = seed."""
-    lower = jnp.maximum(robot.lower, seed - settings.max_deviation)
-    upper = jnp.minimum(robot.upper, seed + settings.max_deviation)
-    lower = jnp.where(settings.active, lower, seed)
-    upper = jnp.where(settings.active, upper, seed)
-    wraps = jnp.asarray(robot.continuous) & jnp.isinf(settings.max_deviation) & settings.active
+    """Per-problem box (n, lanes): the limits, tightened around the seed by max_deviation;
+    inactive joints pinned to the seed. Also which joints wrap (continuous, unbounded)."""
+    column = lambda x: x[:, None]  # noqa: E731  (n,) -> (n, 1)
+    active = column(settings.active)
+    deviation = column(settings.max_deviation)
+    continuous = column(jnp.asarray(robot.continuous))
+    # A continuous joint has no limits: near the seed its box is [seed - d, seed + d] in
+    # unwrapped angles (it may cross +-pi; the answer is wrapped on the host).
+    lower = jnp.where(continuous, seed - deviation, jnp.maximum(column(robot.lower), seed - deviation))
+    upper = jnp.where(continuous, seed + deviation, jnp.minimum(column(robot.upper), seed + deviation))
+    lower = jnp.where(active, lower, seed)
+    upper = jnp.where(active, upper, seed)
+    wraps = continuous & jnp.isinf(deviation) & active
+    lower = jnp.where(wraps, -jnp.pi, lower)  # restart points for wrapping joints
+    upper = jnp.where(wraps, jnp.pi, upper)
     return lower, upper, wraps
 
 
@@ -112,15 +125,17 @@ def _into_bounds(q, lower, upper, wraps):
 
 
 def _evaluate(robot: Robot, objectives: Objectives, q: jax.Array, settings: _Settings):
-    ev = obj.evaluate(robot, q, objectives)
-    active = settings.active.astype(q.dtype)
-    jac = ev.jacobian * active[..., None, :]
-    offset = (q - settings.rest) * active
-    cost = jnp.sum(ev.residual**2, -1) + settings.rest_weight * jnp.sum(offset**2, -1)
-    converged = jnp.all(ev.position_error <= settings.tolerances[0], -1) & jnp.all(
-        ev.orientation_error <= settings.tolerances[1], -1
+    """Objectives at q (n, lanes): residual (m, lanes), Jacobian (m, n, lanes) with inactive
+    columns zeroed, errors (k, lanes), cost (lanes,), converged (lanes,)."""
+    residual, jacobian, pos_err, rot_err = obj.evaluate_t(robot, q, objectives)
+    active = settings.active.astype(q.dtype)[:, None]
+    jacobian = jacobian * active[None]
+    offset = (q - settings.rest[:, None]) * active
+    cost = jnp.sum(residual**2, 0) + settings.rest_weight * jnp.sum(offset**2, 0)
+    converged = jnp.all(pos_err <= settings.tolerances[0], 0) & jnp.all(
+        rot_err <= settings.tolerances[1], 0
     )
-    return ev, jac, cost, converged
+    return residual, jacobian, pos_err, rot_err, cost, converged
 
 
 class _Layout:
@@ -160,6 +175,7 @@ def _queue_solve(
     budget: jax.Array,
     first_restart: int,
     out: jax.Array,
+    with_rest: bool = False,
 ) -> jax.Array:
     """Solves the problems ``order[:n_queued]`` with ``lanes`` parallel solver states.
 
@@ -173,30 +189,32 @@ def _queue_solve(
     m, k = sum(o.n_rows for o in objectives), len(objectives)
     layout = _Layout(n, m, k)
     acc_of, out_of = layout.acc, layout.out
-    steps = jnp.asarray(_kronecker_steps(n), dtype)
+    steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
     lane_ids = jnp.arange(lanes)
+    cost_row = acc_of["cost"].start
 
     def problem(slot):
         index = order[jnp.minimum(slot, n_problems - 1)]
-        picked = jax.tree.map(lambda x: x[index], objectives)
-        seed = seeds[index]
+        picked = jax.tree.map(lambda x: x[index].T, objectives)  # fields (size, lanes)
+        seed = seeds[index].T  # (n, lanes)
         return index, picked, seed, _bounds(robot, seed, settings)
 
-    def restart_point(index, restart, seed, lower, upper):
-        # Restart 0 starts from the seed; later ones from a quasi-random point in the box.
-        u = jnp.mod(0.5 + restart[:, None] * steps + index[:, None] * (steps * 0.7548776662), 1.0)
-        return jnp.where((restart == 0)[:, None], seed, lower + u * (upper - lower))
+    def restart_point(restart, seed, lower, upper):
+        # Restart 0 starts from the seed; later ones from a quasi-random point in the box,
+        # the same sequence for every problem (an answer does not depend on batch position).
+        u = jnp.mod(0.5 + restart[None, :] * steps, 1.0)
+        return jnp.where(restart[None, :] == 0, seed, lower + u * (upper - lower))
 
     first = jnp.where(lane_ids < n_queued, lane_ids, n_problems)  # lanes beyond it start idle
-    index0, _, seed0, (lower0, upper0, _) = problem(first)
-    restart0 = jnp.full(lanes, first_restart, jnp.int32)
-    empty_acc = jnp.zeros((lanes, layout.acc_width()), dtype).at[:, acc_of["cost"]].set(jnp.inf)
+    _, _, seed0, (lower0, upper0, _) = problem(first)
+    restart0 = jnp.full(lanes, first_restart, jnp.int32)  # may be traced
+    empty_acc = jnp.zeros((layout.acc_width(), lanes), dtype).at[cost_row].set(jnp.inf)
     state = dict(
         slot=first,
         next=jnp.minimum(jnp.int32(lanes), n_queued),
-        counters=jnp.stack([restart0, 0 * restart0, 0 * restart0], axis=1),  # restart, iters
+        counters=jnp.stack([restart0, 0 * restart0, 0 * restart0]),  # restart, iterations
         lam=jnp.full(lanes, _DAMPING_START, dtype),
-        q=restart_point(index0, restart0, seed0, lower0, upper0),
+        q=restart_point(restart0, seed0, lower0, upper0),
         acc=empty_acc,
         best=empty_acc,
         out=out,
@@ -205,65 +223,67 @@ def _queue_solve(
     def body(s):
         live = s["slot"] < n_queued
         index, targets, seed, (lower, upper, wraps) = problem(s["slot"])
-        ev, jac, cost, converged = _evaluate(robot, targets, s["q"], settings)
-        record = jnp.concatenate(
-            [s["q"], ev.residual, jac.reshape(lanes, -1), ev.position_error,
-             ev.orientation_error, cost[:, None]], axis=1,
+        residual, jacobian, pos_err, rot_err, cost, converged = _evaluate(
+            robot, targets, s["q"], settings
         )
-        better = cost < s["acc"][:, acc_of["cost"].start]
-        acc = jnp.where(better[:, None], record, s["acc"])
+        record = jnp.concatenate(
+            [s["q"], residual, jacobian.reshape(m * n, lanes), pos_err, rot_err, cost[None]]
+        )
+        better = cost < s["acc"][cost_row]
+        acc = jnp.where(better[None], record, s["acc"])
         done = better & converged  # converged at a freshly accepted point
         lam = jnp.where(
             better, jnp.maximum(s["lam"] * _DAMPING_DOWN, 1e-7), s["lam"] * _DAMPING_UP
         )
-        improved = acc[:, acc_of["cost"].start] < s["best"][:, acc_of["cost"].start]
-        best = jnp.where(improved[:, None], acc, s["best"])
+        best = jnp.where((acc[cost_row] < s["best"][cost_row])[None], acc, s["best"])
 
-        restarts, iters_restart, iters_total = (s["counters"][:, i] for i in range(3))
+        restarts, iters_restart, iters_total = s["counters"]
         iters_restart, iters_total = iters_restart + 1, iters_total + 1
         finish = live & (done | (iters_total >= budget))
         restart = live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
 
         # Finished lanes write their answer (the converged point, else the best over
         # restarts) unless an earlier pass left a better one.
-        answer = jnp.where(done[:, None], acc, best)
-        previous = s["out"][index]
+        answer = jnp.where(done[None], acc, best)
+        previous = s["out"][index].T  # (out width, lanes)
+        iterations = iters_total + previous[out_of["iterations"].start].astype(jnp.int32)
         rows = jnp.concatenate(
-            [answer[:, acc_of["q"]], done[:, None].astype(dtype), answer[:, acc_of["pos"]],
-             answer[:, acc_of["rot"]],
-             (iters_total + previous[:, out_of["iterations"].start])[:, None].astype(dtype),
-             answer[:, acc_of["cost"]]], axis=1,
+            [answer[acc_of["q"]], done[None].astype(dtype), answer[acc_of["pos"]],
+             answer[acc_of["rot"]], iterations[None].astype(dtype), answer[acc_of["cost"]]]
         )
-        keep_previous = (previous[:, out_of["success"].start] > 0.5) | (
-            ~done & (previous[:, out_of["cost"].start] <= answer[:, acc_of["cost"].start])
+        keep_previous = (previous[out_of["success"].start] > 0.5) | (
+            ~done & (previous[out_of["cost"].start] <= answer[cost_row])
         )
-        rows = jnp.where(keep_previous[:, None], previous.at[:, out_of["iterations"]].set(
-            rows[:, out_of["iterations"]]), rows)
-        out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows, mode="drop")
+        rows = jnp.where(keep_previous[None], previous.at[out_of["iterations"]].set(
+            rows[out_of["iterations"]]), rows)
+        out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows.T, mode="drop")
 
         # ... and take the next problems from the queue, in lane order.
         slot = jnp.where(finish, s["next"] + jnp.cumsum(finish) - 1, s["slot"])
         next_slot = s["next"] + jnp.sum(finish, dtype=jnp.int32)
-        new_index, _, new_seed, (new_lower, new_upper, _) = problem(slot)
+        _, _, new_seed, (new_lower, new_upper, _) = problem(slot)
         restarts = jnp.where(finish, first_restart, restarts + restart.astype(jnp.int32))
         reset = finish | restart
-        start = restart_point(new_index, restarts, new_seed, new_lower, new_upper)
+        start = restart_point(restarts, new_seed, new_lower, new_upper)
 
         # LM step from the accepted point, joints on a limit pushed outward frozen.
-        acc_q = acc[:, acc_of["q"]]
-        residual = acc[:, acc_of["residual"]]
-        jacobian = acc[:, acc_of["jacobian"]].reshape(lanes, m, n)
+        acc_q = acc[acc_of["q"]]
+        residual = acc[acc_of["residual"]]  # (m, lanes)
+        jacobian = acc[acc_of["jacobian"]].reshape(m, n, lanes)
+        active = settings.active[:, None]
         # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
-        gradient = jnp.sum(jacobian * residual[:, :, None], axis=1)
-        gradient = gradient + settings.rest_weight * (acc_q - settings.rest) * settings.active
+        gradient = jnp.sum(jacobian * residual[:, None], axis=0)  # (n, lanes)
         on_lower = (acc_q <= lower) & (gradient > 0)
         on_upper = (acc_q >= upper) & (gradient < 0)
-        free = (settings.active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(dtype)
-        jf = jacobian * free[:, None, :]
-        hessian = jnp.sum(jf[:, :, :, None] * jf[:, :, None, :], axis=1)
-        diagonal = lam[:, None] + settings.rest_weight * free + (1.0 - free)
-        hessian = hessian + diagonal[:, :, None] * jnp.eye(n, dtype=dtype)
-        step = solve_spd(hessian, -gradient * free) * free
+        free = (active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(dtype)
+        jf = jacobian * free[None]
+        hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
+        diagonal = lam[None] + (1.0 - free)
+        if with_rest:  # the rest term w |q - rest|^2 of the cost
+            gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
+            diagonal = diagonal + settings.rest_weight
+        eye = jnp.eye(n, dtype=dtype)[:, :, None]
+        step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
         step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
         stepped = _into_bounds(acc_q + step, lower, upper, wraps)
 
@@ -271,13 +291,12 @@ def _queue_solve(
             slot=slot,
             next=next_slot,
             counters=jnp.stack(
-                [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)],
-                axis=1,
+                [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)]
             ),
             lam=jnp.where(reset, _DAMPING_START, lam),
-            q=jnp.where(reset[:, None], start, stepped),
-            acc=jnp.where(reset[:, None], empty_acc, acc),
-            best=jnp.where(finish[:, None], empty_acc, best),
+            q=jnp.where(reset[None], start, stepped),
+            acc=jnp.where(reset[None], empty_acc, acc),
+            best=jnp.where(finish[None], empty_acc, best),
             out=out,
         )
 
@@ -286,36 +305,50 @@ def _queue_solve(
 
 
 def _solve_all(
-    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int
+    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int,
+    with_rest: bool,
 ) -> jax.Array:
-    """All problems ``[0, n_valid)``: a capped pass over many lanes, then the leftovers.
+    """All problems ``[0, n_valid)``: a capped pass, then a pass over the leftovers.
 
-    Under a lock-step layout every lane waits for the slowest; the queue removes most of
-    that, but a few hard targets (many restarts) would still keep all lanes busy at the end.
-    So the first pass caps each problem at a few restarts, and a second pass with few lanes
-    gives the unsolved ones the rest of their budget.
+    The queue keeps lanes busy, but a few hard targets (many restarts) started late would
+    still hold all lanes at the end. So the first pass caps each problem at a few restarts,
+    and a second pass gives the unsolved ones, queued together, the rest of their budget.
+    Both passes run the same compiled loop (a loop over passes), so compile time does not
+    double.
     """
     n_problems, n = seeds.shape
     k = len(objectives)
     out = jnp.zeros((n_problems, n + 3 + 2 * k), seeds.dtype)
     out = out.at[:, -1].set(jnp.inf)  # cost column
-    order = jnp.arange(n_problems)
-    if lanes == 1:
-        return _queue_solve(robot, objectives, seeds, settings, 1, order, n_valid,
-                            settings.max_iterations, 0, out)
+    problems = jnp.arange(n_problems)
+    if lanes == 1:  # one problem: one pass with the whole budget
+        return _queue_solve(robot, objectives, seeds, settings, 1, problems, n_valid,
+                            settings.max_iterations, 0, out, with_rest)
     cap = jnp.minimum(settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart)
-    out = _queue_solve(robot, objectives, seeds, settings, lanes, order, n_valid, cap, 0, out)
-    unsolved = (out[:, n] < 0.5) & (order < n_valid)
-    order = jnp.argsort(~unsolved, stable=True)  # unsolved problems first
-    return _queue_solve(
-        robot, objectives, seeds, settings, min(lanes, _LEFTOVER_LANES), order,
-        jnp.sum(unsolved, dtype=jnp.int32), settings.max_iterations - cap, _FIRST_PASS_RESTARTS,
-        out,
-    )
+
+    def one_pass(pass_index, out):
+        first = pass_index == 0
+        unsolved = (out[:, n] < 0.5) & (problems < n_valid)
+        order = jnp.where(first, problems, jnp.argsort(~unsolved, stable=True))
+        return _queue_solve(
+            robot, objectives, seeds, settings, lanes, order,
+            jnp.where(
+                first, n_valid,
+                jnp.where(settings.max_iterations > cap, jnp.sum(unsolved, dtype=jnp.int32), 0),
+            ),
+            jnp.where(first, cap, settings.max_iterations - cap),
+            jnp.where(first, 0, _FIRST_PASS_RESTARTS),
+            out,
+            with_rest,
+        )
+
+    return jax.lax.fori_loop(0, 2, one_pass, out)
 
 
 _FIRST_PASS_RESTARTS = 3
-_LEFTOVER_LANES = 8
+# Lanes on a CPU: past ~512-byte buffers XLA:CPU runs a program's kernels on its thread pool,
+# and per-iteration overhead grows; 16-32 lanes measured best on 2 cores (bench/ik_lanes.py).
+_CPU_LANES = 32
 # Levenberg-Marquardt damping: start, and factors on an accepted / rejected step.
 _DAMPING_START, _DAMPING_DOWN, _DAMPING_UP = 0.3, 0.35, 3.0  # tuned: bench/tune_ik.py
 _MAX_STEP = np.inf  # rad or m per joint and iteration
@@ -329,7 +362,9 @@ def _structure(o: obj.Objective) -> tuple:
     return (o.kind, o.link, o.reference, o.align_axis)
 
 
-def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_vector):
+def _packed_solve(
+    robot: Robot, structure: tuple, lanes: int, with_rest: bool, params, settings_vector
+):
     """The jitted entry point: one (N, n + 18 k) array of seeds and targets in, one array out.
 
     Output columns: q (n), success, position errors (k), orientation errors (k), iterations,
@@ -347,7 +382,7 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_v
             obj.Objective(**fields, kind=kind, link=link, reference=reference, align_axis=align_axis)
         )
     settings, n_valid = _Settings.unpack(settings_vector, n)
-    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
+    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes, with_rest)
 
 
 def _bucket(n: int) -> int:
@@ -373,23 +408,25 @@ class IKSolver:
             raise ValueError(f"device '{device}' is not available here: {e}") from None
         # CPU: a few lanes keep each step's arrays small and cache-resident; GPU: one lane per
         # problem, all in parallel.
-        self._max_lanes = lanes or (128 if self.device.platform == "cpu" else 1 << 16)
+        self._max_lanes = lanes or (_CPU_LANES if self.device.platform == "cpu" else 1 << 16)
         self._programs: dict = {}
         self._settings_cache: dict = {}
         # Host copies, so that a call does no device round trip before the solve itself.
         self._lower = np.asarray(robot.lower, np.float64)
         self._upper = np.asarray(robot.upper, np.float64)
         self._center = (self._lower + self._upper) / 2
+        self._continuous = np.asarray(robot.continuous, bool)
         self._dtype = np.dtype(robot.dtype)
 
-    def program(self, structure: tuple, size: int):
-        """The compiled solver for an objective structure and a batch bucket size."""
+    def program(self, structure: tuple, size: int, with_rest: bool = False):
+        """The compiled solver for an objective structure, a batch bucket size, and whether
+        a rest bias is used."""
         lanes = min(self._max_lanes, size)
-        key = (structure, lanes)
+        key = (structure, lanes, with_rest)
         if key not in self._programs:
             links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
             pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
-            fn = functools.partial(_packed_solve, pruned, structure, lanes)
+            fn = functools.partial(_packed_solve, pruned, structure, lanes, with_rest)
             self._programs[key] = jax.jit(fn)
         return self._programs[key]
 
@@ -407,6 +444,21 @@ class IKSolver:
                 self._settings_cache.clear()
             self._settings_cache[key] = self.settings(**options)
         return self._settings_cache[key]
+
+    def into_limits(self, q: np.ndarray) -> np.ndarray:
+        """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped.
+
+        Also removes float32 round-off past a float64 limit from the device's answers.
+        """
+        wrapped = np.mod(q + np.pi, 2 * np.pi) - np.pi
+        return np.where(self._continuous, wrapped, np.clip(q, self._lower, self._upper))
+
+    def pose_solver(self, link: str, *, reference: str | None = None,
+                    position_weight: float = 1.0, orientation_weight: float = 0.1,
+                    **options) -> PoseSolver:
+        """A prepared single-target pose solver for ``link`` (see :class:`PoseSolver`);
+        ``options`` as for :meth:`solve`."""
+        return PoseSolver(self, link, reference, position_weight, orientation_weight, options)
 
     def settings(
         self,
@@ -470,7 +522,9 @@ class IKSolver:
                 of the limits. Also the value of inactive joints.
             **options: active_joints (names; the others stay at the seed), max_deviation
                 (solve-nearby: each joint within this of the seed), rest and rest_weight
-                (bias towards a rest configuration), position_tolerance (m, default 1e-3),
+                (a w |q - rest|^2 term that biases redundant robots towards ``rest``; problems
+                it keeps from the tolerance are finished without it), position_tolerance
+                (m, default 1e-3),
                 orientation_tolerance (rad, default 1 degree), iterations_per_restart
                 (default 15), max_iterations (per problem over all restarts, default 1000).
 
@@ -494,7 +548,7 @@ class IKSolver:
             seed = np.asarray(seed, np.float64)
             if seed.ndim == 0 or seed.shape[-1] != n:
                 raise ValueError(f"seed must have shape (*batch, {n}), got {seed.shape}")
-            seed = np.clip(seed, self._lower, self._upper)  # NaN survives: checked below
+            seed = self.into_limits(seed)  # NaN survives: checked below
         shapes = {seed.shape[:-1]} | {o.batch_shape for o in objectives}
         try:
             batch = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
@@ -514,23 +568,111 @@ class IKSolver:
             columns = [np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns]
         params = np.concatenate(columns, axis=-1, dtype=self._dtype).reshape(count, -1)
         if not np.isfinite(params).all():
-            what = "seed" if not np.isfinite(params[:, :n]).all() else "objective values"
-            raise ValueError(f"{what} contain NaN or infinite values")
+            what = "the seed" if not np.isfinite(params[:, :n]).all() else "an objective"
+            raise ValueError(f"{what} contains NaN or infinite values")
         size = _bucket(count)
         if size > count:
             params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
-        program = self.program(tuple(_structure(o) for o in objectives), size)
+        structure = tuple(_structure(o) for o in objectives)
+        with_rest = settings.rest_weight > 0
+        program = self.program(structure, size, with_rest)
 
+        first_settings = settings
+        if with_rest:  # a short biased stage; the polish below gets the rest of the budget
+            first_settings = dataclasses.replace(settings, max_iterations=min(
+                settings.max_iterations, 2 * settings.iterations_per_restart))
         start = time.perf_counter()
-        out = np.asarray(program(params, settings.pack(count, self._dtype)))[:count]
+        out = np.asarray(program(params, first_settings.pack(count, self._dtype)))[:count]
+        if with_rest and not (out[:, n] > 0.5).all():
+            # The rest term pulls the optimum off the task by ~ w |q - rest| / sigma^2: finish
+            # the problems it kept from tolerance without it, starting from where they are.
+            failed = np.flatnonzero(out[:, n] < 0.5)
+            again = params[failed].copy()
+            again[:, :n] = out[failed, :n]
+            bucket = _bucket(len(failed))
+            again = np.concatenate([again, np.repeat(again[-1:], bucket - len(failed), 0)])
+            unbiased = dataclasses.replace(
+                settings, rest_weight=0.0,
+                max_iterations=max(1, settings.max_iterations - first_settings.max_iterations),
+            )
+            polished = np.array(
+                self.program(structure, bucket)(again, unbiased.pack(len(failed), self._dtype))
+            )[: len(failed)]
+            out = out.copy()
+            polished[:, n + 1 + 2 * len(objectives)] += out[failed, n + 1 + 2 * len(objectives)]
+            out[failed] = polished
         elapsed = time.perf_counter() - start
         k = len(objectives)
+        # float32 limits can round past the float64 ones: clip on the host in float64.
+        q = self.into_limits(out[:, :n].astype(np.float64))
         return IKResult(
-            q=out[:, :n].reshape(*batch, n),
+            q=q.reshape(*batch, n),
             success=out[:, n].reshape(batch) > 0.5,
             position_error=out[:, n + 1 : n + 1 + k].reshape(*batch, k),
             orientation_error=out[:, n + 1 + k : n + 1 + 2 * k].reshape(*batch, k),
             iterations=out[:, n + 1 + 2 * k].astype(np.int64).reshape(batch),
+            solve_seconds=elapsed,
+        )
+
+
+class PoseSolver:
+    """A prepared pose problem for one link: the low-overhead path for a stream of single
+    targets (teleoperation, benchmarks). Everything but the target and the seed is checked
+    and packed once, so a call is one small array copy and one compiled program call.
+
+    Create with :meth:`IKSolver.pose_solver`.
+    """
+
+    def __init__(self, solver: IKSolver, link: str, reference: str | None,
+                 position_weight: float, orientation_weight: float, options: dict):
+        template = obj.pose(link, np.array([1.0, 0, 0, 0, 0, 0, 0]), reference=reference,
+                            position_weight=position_weight, orientation_weight=orientation_weight)
+        obj.validate(solver.robot, (template,))
+        self._solver = solver
+        self._template = template
+        self._options = options
+        self._settings = solver.settings(**options).pack(1, solver._dtype)
+        self._tail = np.concatenate(
+            [template.axis, template.local_point, template.local_axis, template.weights]
+        )
+        self._program = solver.program(
+            (_structure(template),), 1, solver.settings(**options).rest_weight > 0
+        )
+        self._n = solver.robot.n_joints
+
+    def __call__(self, target, seed=None) -> IKResult:
+        """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center).
+
+        A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
+        """
+        target = np.asarray(target, np.float64)
+        if target.shape != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
+            return self._solver.solve(
+                obj.pose(self._template.link, target, reference=self._template.reference,
+                         position_weight=self._template.weights[0],
+                         orientation_weight=self._template.weights[1]),
+                seed=seed, **self._options,
+            )
+        norm = math.sqrt(target[0] ** 2 + target[1] ** 2 + target[2] ** 2 + target[3] ** 2)
+        if not norm > 1e-9:
+            raise ValueError("target quaternion is zero or not finite")
+        seed = self._solver._center if seed is None else self._solver.into_limits(
+            np.asarray(seed, np.float64)
+        )
+        target = np.concatenate([target[:4] / norm, target[4:]])
+        params = np.concatenate([seed, target, self._tail], dtype=self._solver._dtype)[None]
+        if not np.isfinite(params).all():
+            raise ValueError("target or seed contain NaN or infinite values")
+        start = time.perf_counter()
+        out = np.asarray(self._program(params, self._settings))[0]
+        elapsed = time.perf_counter() - start
+        n = self._n
+        return IKResult(
+            q=self._solver.into_limits(out[:n].astype(np.float64)),
+            success=np.bool_(out[n] > 0.5),
+            position_error=out[n + 1 : n + 2],
+            orientation_error=out[n + 2 : n + 3],
+            iterations=np.int64(out[n + 3]),
             solve_seconds=elapsed,
         )
 

@@ -4,7 +4,7 @@ All functions are pure, jit-/vmap-/grad-safe, and work in the robot's dtype. Pub
 are ``jaxlie.SE3`` poses (wxyz_xyz) in the root link's frame.
 
 Internally a pose is a unit quaternion (wxyz) and a translation, each stored as a tuple of
-component arrays of shape (*batch, n_links). Written this way, the arithmetic over all
+component arrays of shape (n_links, *batch). Written this way, the arithmetic over all
 links is element-wise, and XLA fuses it into a few kernels instead of dozens of tiny ones:
 on a CPU the kernel count, not the flop count, sets the cost of a single small solve.
 """
@@ -76,15 +76,21 @@ def materialize(parts: tuple) -> tuple:
 
 
 def split(x: jax.Array) -> tuple[jax.Array, ...]:
-    """Last axis of ``x`` into a tuple of components."""
-    return tuple(x[..., i] for i in range(x.shape[-1]))
+    """Leading axis of ``x`` into a tuple of components."""
+    return tuple(x[i] for i in range(x.shape[0]))
 
 
-def join(parts) -> jax.Array:
-    return jnp.stack(parts, axis=-1)
+def _per_link(values: jax.Array, batch_ndim: int) -> jax.Array:
+    """(n_links,) robot constants shaped to broadcast against (n_links, *batch)."""
+    return values.reshape(values.shape + (1,) * batch_ndim)
 
 
 # --- kinematics ----------------------------------------------------------------------------
+#
+# Internally the batch axes come LAST: components are (n_links, *batch), Jacobian rows are
+# (n_joints, *batch). With many configurations at once (a batch, or the solver's lanes) the
+# innermost, contiguous axis is then the batch, which is what SIMD units and caches want;
+# the public functions take and return (*batch, ...) as usual.
 
 
 def _check_q(robot: Robot, q: jax.Array) -> jax.Array:
@@ -97,48 +103,65 @@ def _check_q(robot: Robot, q: jax.Array) -> jax.Array:
     return q
 
 
-def joint_values(robot: Robot, q: jax.Array) -> jax.Array:
-    """Value of every link's parent joint, mimic joints resolved: (*batch, n_links)."""
-    if robot.n_joints == 0:  # nothing moves; q[..., index] would gather from an empty axis
-        return jnp.zeros((*q.shape[:-1], robot.n_links), q.dtype)
+def joint_values(robot: Robot, q_t: jax.Array) -> jax.Array:
+    """Value of every link's parent joint, mimic joints resolved.
+
+    Args:
+        q_t: (n_joints, *batch), batch axes last.
+
+    Returns:
+        (n_links, *batch)
+    """
+    batch = q_t.shape[1:]
+    if robot.n_joints == 0:  # nothing moves; q_t[index] would gather from an empty axis
+        return jnp.zeros((robot.n_links, *batch), q_t.dtype)
     index = np.maximum(np.asarray(robot.q_index), 0)
-    moving = np.asarray(robot.q_index) >= 0
-    return jnp.where(moving, q[..., index] * robot.multipliers + robot.offsets, 0.0)
+    moving = _per_link(np.asarray(robot.q_index) >= 0, len(batch))
+    multipliers = _per_link(robot.multipliers, len(batch))
+    offsets = _per_link(robot.offsets, len(batch))
+    return jnp.where(moving, q_t[index] * multipliers + offsets, 0.0)
 
 
-def _local_frames(robot: Robot, q: jax.Array) -> tuple[Quat, Vec]:
-    """Each link's pose in its parent link's frame, components of shape (*batch, n_links)."""
-    values = joint_values(robot, q)
-    types = np.asarray(robot.joint_type)
+def _local_frames(robot: Robot, q_t: jax.Array) -> tuple[Quat, Vec]:
+    """Each link's pose in its parent link's frame, components (n_links, *batch)."""
+    nb = q_t.ndim - 1
+    values = joint_values(robot, q_t)
+    types = _per_link(np.asarray(robot.joint_type), nb)
     half = 0.5 * jnp.where(types == REVOLUTE, values, 0.0)
     shift = jnp.where(types == PRISMATIC, values, 0.0)
     c, s = jnp.cos(half), jnp.sin(half)
-    ax, ay, az = split(robot.axes)
+    ax, ay, az = (_per_link(robot.axes[:, i], nb) for i in range(3))
     motion_q = (c, s * ax, s * ay, s * az)
-    origin_q, origin_p = split(robot.origins[:, :4]), split(robot.origins[:, 4:])
+    origin_q = tuple(_per_link(robot.origins[:, i], nb) for i in range(4))
+    origin_p = tuple(_per_link(robot.origins[:, 4 + i], nb) for i in range(3))
     moved = rotate(origin_q, (shift * ax, shift * ay, shift * az))
     parts = materialize(qmul(origin_q, motion_q) + tuple(o + m for o, m in zip(origin_p, moved)))
     return parts[:4], parts[4:]
 
 
-def link_frames(robot: Robot, q: jax.Array) -> tuple[Quat, Vec]:
-    """Every link's pose in the root frame as components (*batch, n_links).
+def frames_t(robot: Robot, q_t: jax.Array) -> tuple[Quat, Vec]:
+    """Every link's pose in the root frame, components (n_links, *batch), from
+    configurations ``q_t`` (n_joints, *batch) with the batch axes last.
 
     Composition by pointer jumping: after round k each link holds its pose relative to its
     2^k-th ancestor, so a tree of depth d takes ceil(log2 d) rounds of element-wise work.
     """
-    q = _check_q(robot, q)
-    quat, pos = _local_frames(robot, q)
+    quat, pos = _local_frames(robot, q_t)
     ancestor = np.maximum(np.asarray(robot.parent_index), 0)  # the root points at itself
     while np.any(ancestor != 0):
-        # One gather of all seven components per round: (*batch, 7, n_links).
-        stacked = jnp.stack(quat + pos, axis=-2)[..., ancestor]
-        parts = tuple(stacked[..., i, :] for i in range(7))
+        # One gather of all seven components per round: (7, n_links, *batch).
+        stacked = jnp.stack(quat + pos, axis=0)[:, ancestor]
+        parts = split(stacked)
         quat, pos = compose((parts[:4], parts[4:]), (quat, pos))
         composed = materialize(quat + pos)
         quat, pos = composed[:4], composed[4:]
         ancestor = ancestor[ancestor]
     return quat, pos
+
+
+def to_batch_last(q: jax.Array) -> jax.Array:
+    """(*batch, n) -> (n, *batch)."""
+    return jnp.moveaxis(q, -1, 0)
 
 
 def forward_kinematics(robot: Robot, q: jax.Array) -> jaxlie.SE3:
@@ -152,12 +175,15 @@ def forward_kinematics(robot: Robot, q: jax.Array) -> jaxlie.SE3:
         ``jaxlie.SE3`` with ``wxyz_xyz`` of shape (*batch, n_links, 7), links in
         ``robot.link_names`` order.
     """
-    quat, pos = link_frames(robot, q)
-    return jaxlie.SE3(join(quat + pos))
+    q = _check_q(robot, q)
+    quat, pos = frames_t(robot, to_batch_last(q))
+    stacked = jnp.stack(quat + pos, axis=0)  # (7, n_links, *batch)
+    return jaxlie.SE3(jnp.moveaxis(stacked, (0, 1), (-1, -2)))
 
 
 def _columns_to_joints(robot: Robot, link_columns: jax.Array, on_path: np.ndarray) -> jax.Array:
-    """Sums per-link Jacobian columns (*batch, n_links) into per-joint ones (*batch, n_joints).
+    """Sums per-link Jacobian columns (..., n_links, *batch) into per-joint ones
+    (..., n_joints, *batch); ``link_columns`` has ``lead`` axes before the link axis.
 
     A joint drives one link, or several through mimic joints (times their multipliers).
     Done with static gathers and element-wise sums: a tiny ``dot`` costs several
@@ -171,49 +197,35 @@ def _columns_to_joints(robot: Robot, link_columns: jax.Array, on_path: np.ndarra
     for a, links in enumerate(drivers):
         table[: len(links), a] = links
         used[: len(links), a] = True
+    nb = link_columns.ndim - 2  # batch axes after (rows, links)
     total = 0.0
     for k in range(depth):
         scale = jnp.where(used[k], robot.multipliers[table[k]], 0.0)
-        total = total + link_columns[..., table[k]] * scale
-    return total  # (*batch, ..., n_joints)
+        total = total + link_columns[:, table[k]] * _per_link(scale, nb)
+    return total
 
 
-def jacobian_rows(robot: Robot, frames: tuple[Quat, Vec], link: int) -> tuple[Vec, Vec]:
+def jacobian_rows_t(robot: Robot, frames: tuple[Quat, Vec], link: int) -> tuple[Vec, Vec]:
     """Geometric Jacobian of ``link`` as rows: (linear rows, angular rows), each a tuple of
-    three (*batch, n_joints) arrays, in the root frame, for the velocity of the link origin."""
+    three (n_joints, *batch) arrays, in the root frame, for the velocity of the link origin."""
     quat, pos = frames
+    nb = quat[0].ndim - 1
     types = np.asarray(robot.joint_type)
     on_path = np.zeros(robot.n_links, dtype=bool)
     on_path[list(robot.ancestors(link))] = True
-    revolute = types == REVOLUTE
-    prismatic = types == PRISMATIC
+    revolute = _per_link(types == REVOLUTE, nb)
+    prismatic = _per_link(types == PRISMATIC, nb)
 
-    axis = rotate(quat, split(robot.axes))  # joint axes in the root frame
-    lever = tuple(p[..., link : link + 1] - p for p in pos)
+    axis = rotate(quat, tuple(_per_link(robot.axes[:, i], nb) for i in range(3)))
+    lever = tuple(p[link : link + 1] - p for p in pos)
     swept = cross(axis, lever)
     linear = tuple(jnp.where(revolute, s, jnp.where(prismatic, a, 0.0)) for s, a in zip(swept, axis))
     angular = tuple(jnp.where(revolute, a, 0.0) for a in axis)
-    # All six rows in one array, so the link -> joint gather runs once: (*batch, 6, n_joints).
-    columns = _columns_to_joints(robot, jnp.stack(linear + angular, axis=-2), on_path)
+    # All six rows in one array, so the link -> joint gather runs once: (6, n_joints, *batch).
+    columns = _columns_to_joints(robot, jnp.stack(linear + angular, axis=0), on_path)
     columns = jax.lax.optimization_barrier(columns)  # see materialize()
-    rows = tuple(columns[..., i, :] for i in range(6))
+    rows = split(columns)
     return rows[:3], rows[3:]
-
-
-def jacobian_from_frames(robot: Robot, frames: tuple[Quat, Vec], link: int) -> jax.Array:
-    """Geometric Jacobian of ``link`` from already computed link frames.
-
-    Returns (*batch, 6, n_joints): rows are the linear velocity of the link origin and the
-    angular velocity, both in the root frame, per unit joint velocity.
-    """
-    linear, angular = jacobian_rows(robot, frames, link)
-    return jnp.stack(linear + angular, axis=-2)
-
-
-def jacobian_from_poses(robot: Robot, poses: jaxlie.SE3, link: int) -> jax.Array:
-    """As :func:`jacobian_from_frames`, from ``forward_kinematics`` output."""
-    parts = split(poses.wxyz_xyz)
-    return jacobian_from_frames(robot, (parts[:4], parts[4:]), link)
 
 
 def link_jacobian(robot: Robot, q: jax.Array, link: str | int) -> jax.Array:
@@ -229,4 +241,7 @@ def link_jacobian(robot: Robot, q: jax.Array, link: str | int) -> jax.Array:
         if not -robot.n_links <= index < robot.n_links:
             raise ValueError(f"link index {link} is out of range for {robot.n_links} links")
         index %= robot.n_links
-    return jacobian_from_frames(robot, link_frames(robot, q), index)
+    q = _check_q(robot, q)
+    linear, angular = jacobian_rows_t(robot, frames_t(robot, to_batch_last(q)), index)
+    stacked = jnp.stack(linear + angular, axis=0)  # (6, n_joints, *batch)
+    return jnp.moveaxis(stacked, (0, 1), (-2, -1))

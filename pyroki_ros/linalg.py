@@ -2,7 +2,8 @@
 
 On a CPU, LAPACK calls on batches of 7x7 systems cost more than the arithmetic, and a fully
 unrolled factorisation becomes dozens of scalar kernels. Gauss-Jordan elimination over the
-whole augmented matrix is n fused array updates instead.
+whole augmented matrix is n fused array updates instead. Batch axes come last, so that the
+innermost, contiguous axis is the batch (see kinematics.py).
 """
 
 from __future__ import annotations
@@ -17,21 +18,23 @@ def solve_spd(a: jax.Array, b: jax.Array) -> jax.Array:
     """Solves ``a x = b`` for symmetric positive-definite ``a`` (no pivoting needed).
 
     Args:
-        a: (*batch, n, n)
-        b: (*batch, n)
+        a: (n, n, *batch)
+        b: (n, *batch)
 
     Returns:
-        x: (*batch, n)
+        x: (n, *batch)
     """
-    n = a.shape[-1]
+    n = a.shape[0]
     if n > UNROLL_MAX:
-        factor = jax.scipy.linalg.cho_factor(a)
-        return jax.scipy.linalg.cho_solve(factor, b[..., None])[..., 0]
-    augmented = jnp.concatenate([a, b[..., None]], axis=-1)  # (*batch, n, n + 1)
-    rows = jnp.arange(n)
+        a_first = jnp.moveaxis(a, (0, 1), (-2, -1))
+        factor = jax.scipy.linalg.cho_factor(a_first)
+        x = jax.scipy.linalg.cho_solve(factor, jnp.moveaxis(b, 0, -1)[..., None])[..., 0]
+        return jnp.moveaxis(x, -1, 0)
+    augmented = jnp.concatenate([a, b[:, None]], axis=1)  # (n, n + 1, *batch)
+    rows = jnp.arange(n).reshape((n,) + (1,) * (b.ndim - 1))
     for k in range(n):
-        pivot = augmented[..., k, :] / augmented[..., k, k : k + 1]  # (*batch, n + 1)
-        factor = jnp.where(rows == k, 0.0, augmented[..., :, k])  # (*batch, n)
-        augmented = augmented - factor[..., :, None] * pivot[..., None, :]
-        augmented = jnp.where((rows == k)[:, None], pivot[..., None, :], augmented)
-    return augmented[..., :, n]
+        pivot = augmented[k] / augmented[k, k : k + 1]  # (n + 1, *batch)
+        factor = jnp.where(rows == k, 0.0, augmented[:, k])  # (n, *batch)
+        augmented = augmented - factor[:, None] * pivot[None]
+        augmented = augmented.at[k].set(pivot)
+    return augmented[:, n]

@@ -249,8 +249,13 @@ class Evaluation:
     orientation_error: jax.Array  # (*batch, n_objectives), rad; 0 where not constrained
 
 
-def _expand(v: tuple, axis: int = -1) -> tuple:
-    return tuple(jnp.expand_dims(c, axis) for c in v)
+# Below, batch axes come last (see kinematics.py): scalars are (*b,), Jacobian rows (n, *b),
+# and objective fields component-first, e.g. target (7, *b).
+
+
+def _rows(v: tuple) -> tuple:
+    """Per-configuration values (*b,) shaped to broadcast against Jacobian rows (n, *b)."""
+    return tuple(c[None] for c in v)
 
 
 def _sub(a, b):
@@ -278,8 +283,8 @@ def rotation_residual(q: k.Quat, jw: k.Vec) -> tuple[k.Vec, k.Vec, jax.Array]:
     sign = jnp.where(q[0] < 0, -1.0, 1.0)
     w, v = sign * q[0], tuple(sign * c for c in q[1:])
     residual = tuple(2.0 * c for c in v)
-    swept = k.cross(_expand(v), jw)
-    jac = tuple(w[..., None] * j - s for j, s in zip(jw, swept))
+    swept = k.cross(_rows(v), jw)
+    jac = tuple(w[None] * j - s for j, s in zip(jw, swept))
     angle = 2.0 * jnp.arctan2(_norm(v), w)
     return residual, jac, angle
 
@@ -288,24 +293,24 @@ def relative_frame(
     robot: Robot, frames: tuple[k.Quat, k.Vec], link: str, reference: str | None
 ) -> tuple[k.Quat, k.Vec, k.Vec, k.Vec]:
     """Pose of ``link`` in ``reference`` and its Jacobian rows (linear, angular), each a
-    tuple of three (*batch, n) arrays, for the velocity of the link origin in that frame."""
+    tuple of three (n, *b) arrays, for the velocity of the link origin in that frame."""
     quat, pos = frames
     i = robot.link_index(link)
-    q = tuple(c[..., i] for c in quat)
-    p = tuple(c[..., i] for c in pos)
-    jv, jw = k.jacobian_rows(robot, frames, i)
+    q = tuple(c[i] for c in quat)
+    p = tuple(c[i] for c in pos)
+    jv, jw = k.jacobian_rows_t(robot, frames, i)
     if reference is None or robot.link_index(reference) == 0:
         return q, p, jv, jw
     r = robot.link_index(reference)
-    qr = tuple(c[..., r] for c in quat)
-    pr = tuple(c[..., r] for c in pos)
-    jv_r, jw_r = k.jacobian_rows(robot, frames, r)
+    qr = tuple(c[r] for c in quat)
+    pr = tuple(c[r] for c in pos)
+    jv_r, jw_r = k.jacobian_rows_t(robot, frames, r)
     lever = _sub(p, pr)
     # v_rel = R_r^T (v - v_r - w_r x lever),  w_rel = R_r^T (w - w_r)
-    swept = k.cross(jw_r, _expand(lever))
+    swept = k.cross(jw_r, _rows(lever))
     v = tuple(a - b - c for a, b, c in zip(jv, jv_r, swept))
     w = _sub(jw, jw_r)
-    inverse = _expand(k.qconj(qr))
+    inverse = _rows(k.qconj(qr))
     return (
         k.qmul(k.qconj(qr), q),
         k.rotate(k.qconj(qr), lever),
@@ -318,38 +323,41 @@ def _angle_between(a: k.Vec, b: k.Vec) -> jax.Array:
     return jnp.arctan2(_norm(k.cross(a, b)), _dot(a, b))
 
 
-def evaluate_one(
+def evaluate_one_t(
     robot: Robot, frames: tuple[k.Quat, k.Vec], objective: Objective
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Residual (*b, k), Jacobian (*b, k, n), position and orientation error (*b,)."""
+    """One objective, batch axes last: its fields component-first (e.g. target (7, *b)).
+
+    Returns residual (rows, *b), Jacobian (rows, n, *b), position and orientation error (*b,).
+    """
     q, p, jv, jw = relative_frame(robot, frames, objective.link, objective.reference)
-    target_q, target_p = k.split(objective.target[..., :4]), k.split(objective.target[..., 4:])
-    w_pos, w_rot = objective.weights[..., 0], objective.weights[..., 1]
+    target_q, target_p = k.split(objective.target[:4]), k.split(objective.target[4:])
+    w_pos, w_rot = objective.weights[0], objective.weights[1]
     zero = jnp.zeros_like(p[0])
-    rows, jac_rows = [], []  # residual entries (*b,) and Jacobian rows (*b, n)
+    rows, jac_rows = [], []  # residual entries (*b,) and Jacobian rows (n, *b)
     pos_err = rot_err = zero
     kind = objective.kind
 
     def add(values, jacobians, weight):
         rows.extend(weight * v for v in values)
-        jac_rows.extend(weight[..., None] * j for j in jacobians)
+        jac_rows.extend(weight[None] * j for j in jacobians)
 
     if kind in _POSITION_ROWS:
         arm = k.rotate(q, k.split(objective.local_point))
         point = tuple(a + b for a, b in zip(p, arm))
-        j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _expand(arm))))  # v + w x arm
+        j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _rows(arm))))  # v + w x arm
         delta = _sub(point, target_p)
         if kind == "plane":
             normal = k.split(objective.axis)
             distance = _dot(normal, delta)
-            add([distance], [_dot(_expand(normal), j_point)], w_pos)
+            add([distance], [_dot(_rows(normal), j_point)], w_pos)
             pos_err = jnp.abs(distance)
         elif kind == "line":
             d = k.split(objective.axis)
             along = _dot(d, delta)
             off = tuple(x - along * c for x, c in zip(delta, d))
-            j_along = _dot(_expand(d), j_point)
-            add(off, [j - j_along * c[..., None] for j, c in zip(j_point, d)], w_pos)
+            j_along = _dot(_rows(d), j_point)
+            add(off, [j - j_along * c[None] for j, c in zip(j_point, d)], w_pos)
             pos_err = _norm(off)
         else:
             add(delta, j_point, w_pos)
@@ -364,31 +372,53 @@ def evaluate_one(
         else:
             goal = k.rotate(target_q, (zero, zero, jnp.ones_like(zero)))
         axis = k.rotate(q, k.split(objective.local_axis))
-        add(_sub(axis, goal), k.cross(jw, _expand(axis)), w_rot)  # d axis = w x axis
+        add(_sub(axis, goal), k.cross(jw, _rows(axis)), w_rot)  # d axis = w x axis
         rot_err = _angle_between(axis, goal)
 
     # Computed once, whatever consumes them (see kinematics.materialize).
     return jax.lax.optimization_barrier(
-        (jnp.stack(rows, -1), jnp.stack(jac_rows, -2), pos_err, rot_err)
+        (jnp.stack(rows, 0), jnp.stack(jac_rows, 0), pos_err, rot_err)
     )
 
 
-def evaluate_frames(
-    robot: Robot, frames: tuple[k.Quat, k.Vec], objectives: tuple[Objective, ...]
-) -> Evaluation:
-    """Stacks every objective's rows: residual (*batch, m), Jacobian (*batch, m, n)."""
-    parts = [evaluate_one(robot, frames, o) for o in objectives]
-    return Evaluation(
-        residual=jnp.concatenate([p[0] for p in parts], -1),
-        jacobian=jnp.concatenate([p[1] for p in parts], -2),
-        position_error=jnp.stack([p[2] for p in parts], -1),
-        orientation_error=jnp.stack([p[3] for p in parts], -1),
+def evaluate_t(
+    robot: Robot, q_t: jax.Array, objectives: tuple[Objective, ...]
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """All objectives, batch axes last: configurations (n, *b), objective fields
+    component-first. Returns residual (m, *b), Jacobian (m, n, *b), position and orientation
+    errors (n_objectives, *b)."""
+    frames = k.frames_t(robot, q_t)
+    parts = [evaluate_one_t(robot, frames, o) for o in objectives]
+    return (
+        jnp.concatenate([p[0] for p in parts], 0),
+        jnp.concatenate([p[1] for p in parts], 0),
+        jnp.stack([p[2] for p in parts], 0),
+        jnp.stack([p[3] for p in parts], 0),
     )
 
 
 def evaluate(robot: Robot, q: jax.Array, objectives: tuple[Objective, ...]) -> Evaluation:
-    """Residuals, Jacobians and errors of ``objectives`` at configurations (*batch, n)."""
-    return evaluate_frames(robot, k.link_frames(robot, q), objectives)
+    """Residuals, Jacobians and errors of ``objectives`` at configurations q (*batch, n).
+
+    Objective fields must broadcast against the batch shape of ``q``.
+    """
+    q = k._check_q(robot, q)
+    batch = np.broadcast_shapes(q.shape[:-1], *(o.batch_shape for o in objectives))
+    q = jnp.broadcast_to(q, (*batch, q.shape[-1]))
+    moved = tuple(
+        jax.tree.map(
+            lambda x: jnp.moveaxis(jnp.broadcast_to(jnp.asarray(x, q.dtype), (*batch, x.shape[-1])), -1, 0),
+            o,
+        )
+        for o in objectives
+    )
+    residual, jacobian, pos_err, rot_err = evaluate_t(robot, k.to_batch_last(q), moved)
+    return Evaluation(
+        residual=jnp.moveaxis(residual, 0, -1),
+        jacobian=jnp.moveaxis(jacobian, (0, 1), (-2, -1)),
+        position_error=jnp.moveaxis(pos_err, 0, -1),
+        orientation_error=jnp.moveaxis(rot_err, 0, -1),
+    )
 
 
 def validate(robot: Robot, objectives: tuple[Objective, ...], check_values: bool = True) -> None:

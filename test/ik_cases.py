@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from ik_reference import RefRobot, angle_between, line_distance, pose7, so3_log, unit
+
 from pyroki_ros import objectives as O
 
 
@@ -69,8 +69,9 @@ class Spec:
         ref = self.reference
         kind = self.kind
         if kind == "pose":
-            return O.pose(self.link, t["pose"], reference=ref, position_weight=wp,
-                          orientation_weight=wr)
+            return O.pose(
+                self.link, t["pose"], reference=ref, position_weight=wp, orientation_weight=wr
+            )
         if kind == "point":
             return O.point(self.link, self.local_point, t["point"], reference=ref, weight=wp)
         if kind == "position":
@@ -78,12 +79,28 @@ class Spec:
         if kind == "orientation":
             return O.orientation(self.link, t["pose"][..., :4], reference=ref, weight=wr)
         if kind == "hinge":
-            return O.hinge(self.link, self.local_point, self.local_axis, t["point"], t["axis"],
-                           reference=ref, position_weight=wp, orientation_weight=wr)
+            return O.hinge(
+                self.link,
+                self.local_point,
+                self.local_axis,
+                t["point"],
+                t["axis"],
+                reference=ref,
+                position_weight=wp,
+                orientation_weight=wr,
+            )
         make = O.plane if kind == "plane" else O.line
-        extra = dict(local_axis=self.local_axis, axis=t["axis"]) if self.align else {}
-        return make(self.link, self.local_point, t["set_point"], self.set_axis, reference=ref,
-                    position_weight=wp, orientation_weight=wr, **extra)
+        extra = {"local_axis": self.local_axis, "axis": t["axis"]} if self.align else {}
+        return make(
+            self.link,
+            self.local_point,
+            t["set_point"],
+            self.set_axis,
+            reference=ref,
+            position_weight=wp,
+            orientation_weight=wr,
+            **extra,
+        )
 
     # --- independent geometry ------------------------------------------------------------
 
@@ -101,10 +118,17 @@ class Spec:
         target_rot = _rotations(t["pose"][..., :4])
         if kind in ("pose", "orientation"):
             rel = np.swapaxes(target_rot, -1, -2) @ rot
-            vee = 0.5 * np.stack([rel[..., 2, 1] - rel[..., 1, 2], rel[..., 0, 2] - rel[..., 2, 0],
-                                  rel[..., 1, 0] - rel[..., 0, 1]], -1)
-            rot_err = np.arctan2(np.linalg.norm(vee, axis=-1),
-                                 0.5 * (np.trace(rel, axis1=-2, axis2=-1) - 1.0))
+            vee = 0.5 * np.stack(
+                [
+                    rel[..., 2, 1] - rel[..., 1, 2],
+                    rel[..., 0, 2] - rel[..., 2, 0],
+                    rel[..., 1, 0] - rel[..., 0, 1],
+                ],
+                -1,
+            )
+            rot_err = np.arctan2(
+                np.linalg.norm(vee, axis=-1), 0.5 * (np.trace(rel, axis1=-2, axis2=-1) - 1.0)
+            )
         elif kind == "hinge" or self.align:
             rot_err = angle_between(axis, t["axis"])
         else:
@@ -167,11 +191,14 @@ def _rotations(wxyz: np.ndarray) -> np.ndarray:
     """(*batch, 4) unit quaternions -> (*batch, 3, 3), numpy only."""
     q = unit(wxyz)
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
 
 
 def build(specs, ref: RefRobot, q_star: np.ndarray, rng: np.random.Generator):
@@ -179,8 +206,11 @@ def build(specs, ref: RefRobot, q_star: np.ndarray, rng: np.random.Generator):
     poses = ref.poses(q_star)
     out = []
     for s in specs:
-        transform = poses[s.link] if s.reference is None else (
-            np.linalg.inv(poses[s.reference]) @ poses[s.link])
+        transform = (
+            poses[s.link]
+            if s.reference is None
+            else (np.linalg.inv(poses[s.reference]) @ poses[s.link])
+        )
         out.append(s.targets(transform, rng))
     return out
 
@@ -190,8 +220,11 @@ def geometric_errors(specs, ref: RefRobot, q: np.ndarray, targets):
     poses = ref.poses(q)
     pos, rot = [], []
     for s, t in zip(specs, targets):
-        transform = poses[s.link] if s.reference is None else (
-            np.linalg.inv(poses[s.reference]) @ poses[s.link])
+        transform = (
+            poses[s.link]
+            if s.reference is None
+            else (np.linalg.inv(poses[s.reference]) @ poses[s.link])
+        )
         p, r = s.errors(transform, t)
         pos.append(p)
         rot.append(r)
@@ -202,7 +235,10 @@ def residuals(specs, ref: RefRobot, q: np.ndarray, targets) -> np.ndarray:
     poses = ref.poses(q)
     rows = []
     for s, t in zip(specs, targets):
-        transform = poses[s.link] if s.reference is None else (
-            np.linalg.inv(poses[s.reference]) @ poses[s.link])
+        transform = (
+            poses[s.link]
+            if s.reference is None
+            else (np.linalg.inv(poses[s.reference]) @ poses[s.link])
+        )
         rows.append(s.residual(transform, t))
     return np.concatenate(rows, -1)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_fk import (  # noqa: E402
+from reference_fk import (
     actuated_joint_limits,
     actuated_joint_names,
     parse_urdf,

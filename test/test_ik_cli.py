@@ -8,6 +8,7 @@ overlap; each test then reads its own process's result.
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ik_reference import RefRobot, pose7, rotation_angle  # noqa: E402
+from ik_reference import RefRobot, pose7, rotation_angle
 
 REPO = Path(__file__).resolve().parents[1]
 PANDA = REPO / "pyroki_ros" / "robots" / "panda.urdf"
@@ -50,31 +51,47 @@ def runs(ref, tmp_path_factory):
     nan_poses[3, 5] = np.nan
 
     inputs = {
-        "seeded": dict(poses=root_poses, seeds=seeds),
-        "base_link2": dict(poses=link2_poses),
-        "missing_poses": dict(targets=root_poses),
-        "wrong_shape": dict(poses=root_poses[:, :6]),
-        "nan_poses": dict(poses=nan_poses),
-        "bad_seeds": dict(poses=root_poses, seeds=seeds[:, :7]),
-        "unknown_tip": dict(poses=root_poses),
-        "gpu": dict(poses=root_poses),
-        "unknown_urdf": dict(poses=root_poses),
+        "seeded": {"poses": root_poses, "seeds": seeds},
+        "base_link2": {"poses": link2_poses},
+        "missing_poses": {"targets": root_poses},
+        "wrong_shape": {"poses": root_poses[:, :6]},
+        "nan_poses": {"poses": nan_poses},
+        "bad_seeds": {"poses": root_poses, "seeds": seeds[:, :7]},
+        "unknown_tip": {"poses": root_poses},
+        "gpu": {"poses": root_poses},
+        "unknown_urdf": {"poses": root_poses},
     }
     extra = {
         "base_link2": ["--base", "panda_link2"],
         "unknown_tip": [],
         "gpu": ["--device", "gpu"],
     }
+    # the CLI keeps compiled programs in $XDG_CACHE_HOME/pyroki_ros/xla: not in the user's home
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp / "cache"))
     started = {}
     for name, arrays in inputs.items():
         path_in, path_out = tmp / f"{name}.npz", tmp / f"{name}_out.npz"
         np.savez(path_in, **arrays)
         urdf = str(tmp / "no_such_robot.urdf") if name == "unknown_urdf" else str(PANDA)
         tip = "panda_nope" if name == "unknown_tip" else "panda_hand"
-        command = [sys.executable, "-m", "pyroki_ros.cli", "ik", "--urdf", urdf, "--tip", tip,
-                   "--targets", str(path_in), "--out", str(path_out), *extra.get(name, [])]
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        command = [
+            sys.executable,
+            "-m",
+            "pyroki_ros.cli",
+            "ik",
+            "--urdf",
+            urdf,
+            "--tip",
+            tip,
+            "--targets",
+            str(path_in),
+            "--out",
+            str(path_out),
+            *extra.get(name, []),
+        ]
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         started[name] = (process, path_out, arrays)
     done = {}
     for name, (process, path_out, arrays) in started.items():
@@ -84,7 +101,7 @@ def runs(ref, tmp_path_factory):
 
 
 def _load(runs, name):
-    code, stdout, stderr, path_out, arrays = runs[name]
+    code, _stdout, stderr, path_out, arrays = runs[name]
     assert code == 0, stderr
     with np.load(path_out, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}, arrays
@@ -106,11 +123,13 @@ def _pose_errors(t_target_7, transforms):
     rot = []
     for target, t in zip(t_target_7, transforms):
         w, x, y, z = target[:4]
-        r = np.array([
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ])
+        r = np.array(
+            [
+                [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+            ]
+        )
         rot.append(rotation_angle(r.T @ t[:3, :3]))
     return pos, np.array(rot)
 
@@ -145,19 +164,22 @@ def test_cli_ik_relative_to_base_link(runs, ref):
     assert np.all(root_pos > 0.05)
 
 
-@pytest.mark.parametrize("name, message", [
-    ("missing_poses", "no array 'poses'"),
-    ("wrong_shape", r"poses must have shape \(N, 7\)"),
-    ("nan_poses", "NaN"),
-    ("bad_seeds", "seeds must have shape"),
-    ("unknown_tip", "unknown link 'panda_nope'"),
-    ("gpu", "device 'gpu' is not available"),
-    ("unknown_urdf", "neither a file nor"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("missing_poses", "no array 'poses'"),
+        ("wrong_shape", r"poses must have shape \(N, 7\)"),
+        ("nan_poses", "NaN"),
+        ("bad_seeds", "seeds must have shape"),
+        ("unknown_tip", "unknown link 'panda_nope'"),
+        ("gpu", "device 'gpu' is not available"),
+        ("unknown_urdf", "neither a file nor"),
+    ],
+)
 def test_cli_ik_bad_input(runs, name, message):
     import re
 
-    code, stdout, stderr, path_out, _ = runs[name]
+    code, _stdout, stderr, path_out, _ = runs[name]
     assert code != 0
     assert "Traceback" not in stderr, stderr
     assert re.search(message, stderr), stderr

@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ik_cases import Spec, build, geometric_errors, residuals  # noqa: E402
-from ik_reference import RefRobot  # noqa: E402
+from ik_cases import Spec, build, geometric_errors, residuals
+from ik_reference import RefRobot
 
-from pyroki_ros import Robot  # noqa: E402
-from pyroki_ros import objectives as O  # noqa: E402
-from pyroki_ros.ik import residual_and_jacobian  # noqa: E402
-from pyroki_ros.robots import urdf_path  # noqa: E402
+from pyroki_ros import Robot
+from pyroki_ros.ik import residual_and_jacobian
+from pyroki_ros.robots import urdf_path
 
 KINOVA = Path(__file__).resolve().parent / "data" / "robots" / "kinova.urdf"
 LP = (0.03, -0.05, 0.11)  # a point on the link, off every axis
@@ -37,19 +36,56 @@ PANDA_CASES = {
     "orientation": [Spec("orientation", "panda_hand", weights=(0.0, 1.3))],
     "hinge": [Spec("hinge", "panda_hand", local_point=LP, local_axis=LA, weights=(1.0, 0.5))],
     "plane": [Spec("plane", "panda_hand", local_point=LP, set_axis=N)],
-    "plane_axis": [Spec("plane", "panda_hand", local_point=LP, local_axis=LA, set_axis=N,
-                        align=True, weights=(1.0, 0.6))],
+    "plane_axis": [
+        Spec(
+            "plane",
+            "panda_hand",
+            local_point=LP,
+            local_axis=LA,
+            set_axis=N,
+            align=True,
+            weights=(1.0, 0.6),
+        )
+    ],
     "line": [Spec("line", "panda_hand", local_point=LP, set_axis=N)],
-    "line_axis": [Spec("line", "panda_hand", local_point=LP, local_axis=LA, set_axis=N,
-                       align=True, weights=(1.0, 0.6))],
+    "line_axis": [
+        Spec(
+            "line",
+            "panda_hand",
+            local_point=LP,
+            local_axis=LA,
+            set_axis=N,
+            align=True,
+            weights=(1.0, 0.6),
+        )
+    ],
     "relative_pose": [Spec("pose", "panda_hand", reference="panda_link3", weights=(1.0, 0.5))],
     "relative_point": [Spec("point", "panda_hand", reference="panda_link3", local_point=LP)],
-    "relative_orientation": [Spec("orientation", "panda_link7", reference="panda_link2",
-                                  weights=(0.0, 1.0))],
-    "relative_hinge": [Spec("hinge", "panda_hand", reference="panda_link2", local_point=LP,
-                            local_axis=LA, weights=(1.0, 0.4))],
-    "relative_line_axis": [Spec("line", "panda_hand", reference="panda_link2", local_point=LP,
-                                local_axis=LA, set_axis=N, align=True, weights=(1.0, 0.4))],
+    "relative_orientation": [
+        Spec("orientation", "panda_link7", reference="panda_link2", weights=(0.0, 1.0))
+    ],
+    "relative_hinge": [
+        Spec(
+            "hinge",
+            "panda_hand",
+            reference="panda_link2",
+            local_point=LP,
+            local_axis=LA,
+            weights=(1.0, 0.4),
+        )
+    ],
+    "relative_line_axis": [
+        Spec(
+            "line",
+            "panda_hand",
+            reference="panda_link2",
+            local_point=LP,
+            local_axis=LA,
+            set_axis=N,
+            align=True,
+            weights=(1.0, 0.4),
+        )
+    ],
     # reference below the link: the target frame moves with the joints in between, the other way
     "relative_to_child": [Spec("pose", "panda_link4", reference="panda_hand", weights=(1.0, 0.3))],
     "stacked": [
@@ -63,10 +99,13 @@ PANDA_CASES = {
     ],
 }
 OTHER_CASES = {
-    "ur5_pose_and_forearm_point": ("ur5", [
-        Spec("pose", "tool0", weights=(1.0, 0.2)),
-        Spec("point", "forearm_link", local_point=(0.1, 0.0, 0.2)),
-    ]),
+    "ur5_pose_and_forearm_point": (
+        "ur5",
+        [
+            Spec("pose", "tool0", weights=(1.0, 0.2)),
+            Spec("point", "forearm_link", local_point=(0.1, 0.0, 0.2)),
+        ],
+    ),
     "kinova_pose_continuous": ("kinova", [Spec("pose", "j2s6s200_end_effector")]),
 }
 
@@ -145,7 +184,8 @@ def _check_rotation_rows(actual, log_rows, weight, name):
     assert np.all(length <= theta + tol), (name, length, theta)
     big = theta > 1e-3
     cosine = np.sum(actual[big] * log_rows[big], -1) / (
-        np.linalg.norm(actual[big], axis=-1) * np.linalg.norm(log_rows[big], axis=-1))
+        np.linalg.norm(actual[big], axis=-1) * np.linalg.norm(log_rows[big], axis=-1)
+    )
     assert np.all(cosine > 1 - 1e-6), (name, cosine)
     assert np.all(np.abs(actual[~big]) < tol * weight), name
 
@@ -177,8 +217,9 @@ def test_jacobian_matches_central_differences(robots, robot_name, specs):
     ev = residual_and_jacobian(robot, objs, stacked)
     r = np.asarray(ev.residual, np.float64)
     jac = np.asarray(ev.jacobian, np.float64)[:, 0]  # (C, m, n) at q
-    step = (np.diagonal(plus, axis1=1, axis2=2).astype(np.float64)
-            - np.diagonal(minus, axis1=1, axis2=2).astype(np.float64))  # (C, n)
+    step = np.diagonal(plus, axis1=1, axis2=2).astype(np.float64) - np.diagonal(
+        minus, axis1=1, axis2=2
+    ).astype(np.float64)  # (C, n)
     fd = (r[:, 1 : 1 + n] - r[:, 1 + n :]).transpose(0, 2, 1) / step[:, None, :]  # (C, m, n)
     error = np.abs(fd - jac)
     allowed = FD_ATOL + FD_RTOL * np.abs(fd)

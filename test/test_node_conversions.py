@@ -187,6 +187,22 @@ def test_objective_kinds(panda, kind, core_kind):
         np.testing.assert_allclose(np.asarray(objective.local_point), [0.05, 0, 0])
 
 
+def test_point_objective_is_aim_when_the_core_has_it(panda):
+    from pyroki_ros import objectives as O
+
+    model, _ = panda
+    msg = IKObjective(type=IKObjective.POINT, link="panda_hand")
+    msg.target.pose.position.x = 1.0
+    if hasattr(O, "aim"):
+        objective = model.objective(msg, "o", model.fk(model.middle))
+        assert objective.kind == "aim"
+        np.testing.assert_allclose(np.asarray(objective.local_axis), [0, 0, 1])  # zero -> +z
+    else:
+        with pytest.raises(C.RequestError) as info:
+            model.objective(msg, "o", model.fk(model.middle))
+        assert info.value.code == ErrorCode.INVALID_REQUEST and "POINT" in info.value.message
+
+
 def test_default_active_joints_are_the_ones_that_move_the_objectives(panda):
     model, _ = panda
     msg = IKObjective(type=IKObjective.POSE, link="panda_link4")

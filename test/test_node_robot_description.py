@@ -109,6 +109,10 @@ def assert_log_grows_with(env, text: str, count: int) -> None:
 def test_requests_before_any_model_get_no_robot_model(env):
     if env.published:
         pytest.skip("a robot_description was already published in this module")
+    # A publisher without a message: the node re-subscribes (its remedy for a transient-local
+    # sample lost on the way to a late-joining reader), and still gets what comes next.
+    wait_until(lambda: "has a publisher but no description arrived yet" in env.node.log(), 120,
+               what="the node's description watchdog")
     fk = env.call(ComputeFK, "compute_fk", ComputeFK.Request(link_names=["panda_hand"]))
     assert fk.error_code.val == ErrorCode.NO_ROBOT_MODEL
     assert "no robot model" in fk.message and "/robot_description" in fk.message

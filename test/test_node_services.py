@@ -266,6 +266,26 @@ def test_solve_ik_every_objective_type_together(node):
     assert len(response.position_errors) == 5
 
 
+def test_solve_ik_point_objective_aims_the_ray_or_is_refused(node):
+    """POINT = look-at. Served once the core has an aim objective; refused clearly before."""
+    target = np.array([0.6, 0.3, 0.2])
+    o = IKObjective(type=IKObjective.POINT, link="panda_hand")
+    o.local_point.y, o.local_point.z = 0.05, 0.1
+    o.local_axis.z = 1.0
+    o.target.pose.position.x, o.target.pose.position.y, o.target.pose.position.z = target
+    response = solve(node, [o])
+    if response.error_code.val == ErrorCode.INVALID_REQUEST:  # a core without aim objectives
+        assert "POINT (aim / look-at) objectives are not supported" in response.message
+        assert_serving(node)
+        return
+    assert response.success, response.message
+    hand = fk(q_of(response.solution))["panda_hand"]
+    origin = (hand @ np.array([0.0, 0.05, 0.1, 1.0]))[:3]
+    to_target = (target - origin) / np.linalg.norm(target - origin)
+    angle = math.acos(np.clip(hand[:3, 2] @ to_target, -1, 1))
+    assert angle <= ROT_TOL + ROT_SLACK
+
+
 def test_solve_ik_relative_objective(node):
     """reference_link: the hand's pose in link3's frame *at the solution*."""
     q_ref = np.array([-0.5, 0.2, 0.4, -1.8, -0.2, 2.2, -0.4, 0.01])

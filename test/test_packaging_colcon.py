@@ -103,12 +103,8 @@ def test_colcon_build(colcon_venv, tmp_path):
     _run([str(colcon_venv / "bin" / "colcon"), "build"], cwd=ws, env=env, timeout=3000)
 
     prefix = ws / "install" / "pyroki_ros"
-    site = (
-        prefix
-        / "lib"
-        / f"python{sys.version_info.major}.{sys.version_info.minor}"
-        / ("site-packages")
-    )
+    python_dir = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = prefix / "lib" / python_dir / "site-packages"
     # our sources over the generated code, data files, generated interfaces, executables
     assert (site / "pyroki_ros" / "__init__.py").read_text() == (
         REPO / "pyroki_ros" / "__init__.py"
@@ -162,9 +158,90 @@ def test_colcon_build(colcon_venv, tmp_path):
     ).stdout
     assert "usage" in out
     if (REPO / "pyroki_ros" / "ros" / "node.py").is_file():
-        _run(
-            [str(prefix / "lib" / "pyroki_ros" / "pyroki_ros_node"), "--help"],
+        _check_installed_node(prefix, site, ws, colcon_venv, tmp_path)
+
+
+FK_CLIENT = """
+import sys, time
+import rclpy
+from pyroki_ros.msg import ErrorCode
+from pyroki_ros.srv import ComputeFK
+
+rclpy.init()
+node = rclpy.create_node("colcon_check_client")
+client = node.create_client(ComputeFK, "/pyroki_ros_node/compute_fk")
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline:
+    if not client.wait_for_service(timeout_sec=1.0):
+        continue
+    request = ComputeFK.Request(link_names=["panda_hand"])
+    request.robot_state.name = [f"panda_joint{i}" for i in range(1, 8)]
+    request.robot_state.position = [0.0, -0.5, 0.0, -2.0, 0.0, 1.5, 0.8]
+    future = client.call_async(request)
+    rclpy.spin_until_future_complete(node, future, timeout_sec=30)
+    response = future.result()
+    if response is not None and response.error_code.val == ErrorCode.SUCCESS:
+        p = response.poses[0].pose.position
+        print("FK-OK", response.link_names[0], round(p.x, 3), round(p.z, 3))
+        sys.exit(0)
+    print("not yet:", response and (response.error_code.val, response.message), flush=True)
+    time.sleep(1.0)
+sys.exit("no successful ComputeFK answer from the installed node")
+"""
+
+
+def _check_installed_node(prefix, site, ws, colcon_venv, tmp_path):
+    """Start install/.../lib/pyroki_ros/pyroki_ros_node WITHOUT sourcing anything (as
+    `ros2 run` would, with the bundled Panda), and call its ComputeFK service from a client that
+    sourced install/setup.bash: the installed node, its launcher and the interfaces end to end."""
+    import random
+
+    ros = {
+        "ROS_DOMAIN_ID": str(random.SystemRandom().randint(1, 101)),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+    }
+    bare = _clean_env(tmp_path, PATH="/usr/bin:/bin", **ros)
+    node_env = {**bare, "PYROKI_ROS_EXIT_WITH_PARENT": str(os.getpid())}
+    node = subprocess.Popen(
+        [
+            str(prefix / "lib" / "pyroki_ros" / "pyroki_ros_node"),
+            "--ros-args",
+            "--params-file",
+            str(prefix / "share" / "pyroki_ros" / "config" / "panda.yaml"),
+            "-p",
+            f"urdf_file:={site / 'pyroki_ros' / 'robots' / 'panda.urdf'}",
+        ],
+        cwd=tmp_path,
+        env=node_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        script = tmp_path / "fk_client.py"
+        script.write_text(FK_CLIENT)
+        client = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f'source "{ws}/install/setup.bash" && "{colcon_venv}/bin/python" "{script}" 240',
+            ],
+            check=False,
             cwd=tmp_path,
             env=bare,
-            timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=400,
         )
+    finally:
+        if node.poll() is None:
+            node.terminate()
+            try:
+                node.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                node.kill()
+                node.wait()
+        node_log = node.stdout.read()
+    assert client.returncode == 0 and "FK-OK panda_hand" in client.stdout, (
+        f"client:\n{client.stdout[-3000:]}\n{client.stderr[-3000:]}\nnode:\n{node_log[-5000:]}"
+    )

@@ -5,13 +5,12 @@
 * :func:`ros_environment` -- environment for this process and its children: that domain,
   loopback-only discovery, logs in a folder of the caller's choice.
 * :class:`NodeProcess` -- starts the real entry point (``pyroki_ros_node --ros-args ...``),
-  logs to a file, and always stops it (SIGINT, then SIGTERM, then SIGKILL); on Linux the child
-  also gets SIGTERM if this process dies first.
+  logs to a file, and always stops it (SIGINT, then SIGTERM, then SIGKILL); on Linux the node
+  also gets SIGTERM if this process dies first (PYROKI_ROS_EXIT_WITH_PARENT).
 """
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import shutil
@@ -93,18 +92,6 @@ def repo_config(robot: str) -> Path | None:
     return share if share.is_file() else None
 
 
-try:  # loaded here, in the parent: the child between fork and exec only calls it
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):
-    _PRCTL = None
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: SIGTERM when the parent dies."""
-    if _PRCTL is not None:
-        _PRCTL(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-
-
 class NodeProcess:
     """``pyroki_ros_node`` as a child process; use as a context manager."""
 
@@ -113,6 +100,8 @@ class NodeProcess:
         self.command = [*node_command(), "--ros-args", *ros_args]
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")  # noqa: SIM115 -- closed by stop()
+        env = dict(env)
+        env["PYROKI_ROS_EXIT_WITH_PARENT"] = str(os.getpid())  # see node.exit_with_parent
         self.proc = subprocess.Popen(
             self.command,
             env=env,
@@ -120,7 +109,6 @@ class NodeProcess:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509
         )
 
     @property

@@ -18,8 +18,8 @@ instead of compiling it a second time. Other structures compile on their first u
 
 Thread safety. Every solver call passes ``max_deviation`` as a numpy array, which keeps the
 core's per-options cache out of the way, so requests may solve concurrently from several
-executor threads. Compiling a program not yet known to be compiled is serialised by
-``_compile_lock``.
+executor threads. A program not yet known to be compiled is compiled by one caller at a
+time (a lock per program); the others wait for it instead of compiling it again.
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ class LoadedModel:
         self._compiled: set[tuple] = set()
         self._moving: dict[tuple, list[str] | None] = {}
         self._compile_lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
         self.warm_up_seconds = 0.0
         self.batch_warm_up_seconds = 0.0
 
@@ -308,7 +309,7 @@ class LoadedModel:
             raise RequestError(ErrorCode.INVALID_REQUEST, f"{what}: link is empty (required)")
         what = f"{what} ({kind} on '{msg.link}')"
         self.check_link(msg.link, f"{what}: link")
-        if kind == "POINT":
+        if kind == "POINT" and not hasattr(O, "aim"):
             raise RequestError(
                 ErrorCode.INVALID_REQUEST,
                 f"{what}: POINT (aim / look-at) objectives are not supported by the solver core "
@@ -365,6 +366,8 @@ class LoadedModel:
             return O.point(link, local_point, position, reference=reference, weight=pw)
         if kind == "ORIENTATION":
             return O.orientation(link, wxyz, reference=reference, weight=ow)
+        if kind == "POINT":  # the ray from local_point along local_axis through the target
+            return O.aim(link, local_point, local_axis, position, reference=reference, weight=ow)
         if kind == "HINGE":
             return O.hinge(link, local_point, local_axis, position, axis, reference=reference,
                            position_weight=pw, orientation_weight=ow)
@@ -437,7 +440,9 @@ class LoadedModel:
         key = (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
         if key in self._compiled:
             return self.solver.solve(objectives, seed=seed, **options)
-        with self._compile_lock:
+        with self._compile_lock:  # one lock per program: unrelated compilations run in parallel
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:
             result = self.solver.solve(objectives, seed=seed, **options)
             self._compiled.add(key)
             return result

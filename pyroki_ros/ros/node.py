@@ -75,6 +75,8 @@ from .model import MAX_RESTARTS, LoadedModel, SolveSettings
 NODE_NAME = "pyroki_ros_node"
 # After this long without a teleop output, the next goal starts again from /joint_states.
 TELEOP_RESYNC_SECONDS = 1.0
+# Until a first robot_description arrives, check this often why not (see _check_description).
+DESCRIPTION_WATCHDOG_SECONDS = 5.0
 
 DESCRIPTION_QOS = QoSProfile(
     depth=1,
@@ -152,9 +154,10 @@ PARAMETERS = (
           "~/solve_ik_batch sizes whose programs (tip pose objective) are compiled in the "
           "background after a model loads (rounded up to the solver's buckets).",
           read_only=True),
-    Param("compilation_cache_dir", "~/.cache/pyroki_ros/jax",
-          "JAX persistent compilation cache: compiled solvers are reused across node restarts "
-          "(empty = off; ignored when JAX_COMPILATION_CACHE_DIR is set).", read_only=True),
+    Param("compilation_cache_dir", "auto",
+          "Folder of the persistent compilation cache: compiled solvers are reused across "
+          "restarts (auto = $XDG_CACHE_HOME/pyroki_ros/xla, shared with the pyroki-ros CLI; "
+          "empty = off; ignored when JAX_COMPILATION_CACHE_DIR is set).", read_only=True),
 )
 
 
@@ -169,6 +172,7 @@ class PyrokiRosNode(Node):
         self._model_generation = 0
         self._stop = threading.Event()
         self._warm_thread: threading.Thread | None = None
+        self._loading = False
         self._joint_positions: dict[str, float] = {}
         self._joint_state_lock = threading.Lock()
         self._last_failed_description: str | None = None
@@ -210,10 +214,13 @@ class PyrokiRosNode(Node):
             self._load_timer = self.create_timer(
                 0.0, self._load_urdf_file, callback_group=self._model_group)
         else:
-            topic = p("robot_description_topic").value
-            self.create_subscription(String, topic, self._on_robot_description, DESCRIPTION_QOS,
-                                     callback_group=self._model_group)
-            self.get_logger().info(f"waiting for a URDF on {self.resolve_topic_name(topic)}")
+            self._description_seen = False
+            self._subscribe_description()
+            self._description_watchdog = self.create_timer(
+                DESCRIPTION_WATCHDOG_SECONDS, self._check_description,
+                callback_group=self._model_group)
+            self.get_logger().info(
+                f"waiting for a URDF on {self.resolve_topic_name(self._description_topic())}")
 
     # --- parameters --------------------------------------------------------------------------
 
@@ -288,13 +295,12 @@ class PyrokiRosNode(Node):
                 self._device = "cpu"
         cache = self.get_parameter("compilation_cache_dir").value
         if cache and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-            path = Path(os.path.expanduser(cache))
+            from pyroki_ros.ik import enable_compilation_cache
+
             try:
-                path.mkdir(parents=True, exist_ok=True)
-                jax.config.update("jax_compilation_cache_dir", str(path))
-                jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+                enable_compilation_cache(None if cache == "auto" else os.path.expanduser(cache))
             except OSError as e:
-                self.get_logger().warning(f"no compilation cache at {path}: {e}")
+                self.get_logger().warning(f"no compilation cache at '{cache}': {e}")
 
     # --- model ---------------------------------------------------------------------------------
 
@@ -329,7 +335,34 @@ class PyrokiRosNode(Node):
             return
         self._load_model(urdf, f"file {path}")
 
+    def _description_topic(self) -> str:
+        return self.get_parameter("robot_description_topic").value
+
+    def _subscribe_description(self) -> None:
+        self._description_sub = self.create_subscription(
+            String, self._description_topic(), self._on_robot_description, DESCRIPTION_QOS,
+            callback_group=self._model_group)
+
+    def _check_description(self) -> None:
+        """Until a first description arrives: say why, and re-subscribe when a publisher is
+        there. (Fast DDS can fail to deliver a transient-local sample to a late-joining reader,
+        eProsima/Fast-DDS#3822; a new reader gets it again.)"""
+        if self._description_seen:
+            self._description_watchdog.cancel()
+            return
+        topic = self.resolve_topic_name(self._description_topic())
+        if self.count_publishers(topic) == 0:
+            self.get_logger().warning(
+                f"no robot model yet: nothing publishes {topic} (is robot_state_publisher "
+                "running?)", throttle_duration_sec=30.0)
+            return
+        self.get_logger().warning(
+            f"{topic} has a publisher but no description arrived yet: subscribing again")
+        self.destroy_subscription(self._description_sub)
+        self._subscribe_description()
+
     def _on_robot_description(self, msg: String) -> None:
+        self._description_seen = True
         try:
             self._on_robot_description_unsafe(msg)
         except Exception:  # noqa: BLE001 -- an exception would stop the executor: log, serve on
@@ -343,7 +376,7 @@ class PyrokiRosNode(Node):
     def _on_robot_description_unsafe(self, msg: String) -> None:
         current = self._current_model()
         if current is not None and msg.data == current.urdf:
-            self.get_logger().info("robot_description unchanged: model kept")
+            self.get_logger().debug("robot_description unchanged: model kept")
             return
         if msg.data == self._last_failed_description:
             return
@@ -359,6 +392,18 @@ class PyrokiRosNode(Node):
         self._load_model(msg.data, "robot_description")
 
     def _load_model(self, urdf: str, source: str) -> None:
+        self._loading = True
+        try:
+            self._load_model_unsafe(urdf, source)
+        finally:
+            self._loading = False
+
+    def busy_compiling(self) -> bool:
+        """A model load or a background warm-up is running (neither can be interrupted)."""
+        thread = self._warm_thread
+        return self._loading or (thread is not None and thread.is_alive())
+
+    def _load_model_unsafe(self, urdf: str, source: str) -> None:
         logger = self.get_logger()
         start = time.perf_counter()
         try:
@@ -397,7 +442,7 @@ class PyrokiRosNode(Node):
             f"ready: {model.describe()} (load {time.perf_counter() - start:.2f} s, of which "
             f"warm-up {model.warm_up_seconds:.2f} s)")
         sizes = self._warmup_batch_sizes()
-        if sizes:
+        if sizes and self.context.ok():
             self._stop = threading.Event()
             self._warm_thread = threading.Thread(
                 target=self._warm_batches, args=(model, sizes, self._stop),
@@ -714,9 +759,28 @@ def _batch_objective(model, request, targets, position_only, weight):
     return objective
 
 
+def exit_with_parent() -> None:
+    """With PYROKI_ROS_EXIT_WITH_PARENT=<pid of the parent> (set by pyroki_ros.ros.harness for
+    the demo and tests), ask Linux for a SIGTERM when the parent dies, so that a crashed test
+    run leaves no node behind."""
+    parent = os.environ.get("PYROKI_ROS_EXIT_WITH_PARENT")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # the parent is already gone
+        sys.exit(0)
+
+
 def main(args: list[str] | None = None) -> int:
     """Entry point of ``pyroki_ros_node``; ``args`` default to sys.argv (ROS arguments after
     ``--ros-args``)."""
+    exit_with_parent()
     rclpy.init(args=sys.argv if args is None else args)
     node = None
     try:
@@ -727,9 +791,16 @@ def main(args: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        if node is not None:
+        busy = node is not None and node.busy_compiling()
+        if node is not None and not busy:
             node.destroy_node()
         rclpy.try_shutdown()
+        if busy:
+            # A compilation cannot be interrupted, and finalising the interpreter under it
+            # crashes (or waits for it): ROS is shut down, so leave without finalising.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     return 0
 
 
