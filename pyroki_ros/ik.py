@@ -175,7 +175,6 @@ def _queue_solve(
     budget: jax.Array,
     first_restart: int,
     out: jax.Array,
-    with_rest: bool = False,
 ) -> jax.Array:
     """Solves the problems ``order[:n_queued]`` with ``lanes`` parallel solver states.
 
@@ -278,10 +277,9 @@ def _queue_solve(
         free = (active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(dtype)
         jf = jacobian * free[None]
         hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
-        diagonal = lam[None] + (1.0 - free)
-        if with_rest:  # the rest term w |q - rest|^2 of the cost
-            gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
-            diagonal = diagonal + settings.rest_weight
+        # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
+        gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
+        diagonal = lam[None] + (1.0 - free) + settings.rest_weight
         eye = jnp.eye(n, dtype=dtype)[:, :, None]
         step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
         step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
@@ -305,8 +303,7 @@ def _queue_solve(
 
 
 def _solve_all(
-    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int,
-    with_rest: bool,
+    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int
 ) -> jax.Array:
     """All problems ``[0, n_valid)``: a capped pass, then a pass over the leftovers.
 
@@ -323,7 +320,7 @@ def _solve_all(
     problems = jnp.arange(n_problems)
     if lanes == 1:  # one problem: one pass with the whole budget
         return _queue_solve(robot, objectives, seeds, settings, 1, problems, n_valid,
-                            settings.max_iterations, 0, out, with_rest)
+                            settings.max_iterations, 0, out)
     cap = jnp.minimum(settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart)
 
     def one_pass(pass_index, out):
@@ -339,7 +336,6 @@ def _solve_all(
             jnp.where(first, cap, settings.max_iterations - cap),
             jnp.where(first, 0, _FIRST_PASS_RESTARTS),
             out,
-            with_rest,
         )
 
     return jax.lax.fori_loop(0, 2, one_pass, out)
@@ -362,9 +358,7 @@ def _structure(o: obj.Objective) -> tuple:
     return (o.kind, o.link, o.reference, o.align_axis)
 
 
-def _packed_solve(
-    robot: Robot, structure: tuple, lanes: int, with_rest: bool, params, settings_vector
-):
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_vector):
     """The jitted entry point: one (N, n + 18 k) array of seeds and targets in, one array out.
 
     Output columns: q (n), success, position errors (k), orientation errors (k), iterations,
@@ -382,7 +376,7 @@ def _packed_solve(
             obj.Objective(**fields, kind=kind, link=link, reference=reference, align_axis=align_axis)
         )
     settings, n_valid = _Settings.unpack(settings_vector, n)
-    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes, with_rest)
+    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
 
 
 def _bucket(n: int) -> int:
@@ -418,15 +412,14 @@ class IKSolver:
         self._continuous = np.asarray(robot.continuous, bool)
         self._dtype = np.dtype(robot.dtype)
 
-    def program(self, structure: tuple, size: int, with_rest: bool = False):
-        """The compiled solver for an objective structure, a batch bucket size, and whether
-        a rest bias is used."""
+    def program(self, structure: tuple, size: int):
+        """The compiled solver for an objective structure and a batch bucket size."""
         lanes = min(self._max_lanes, size)
-        key = (structure, lanes, with_rest)
+        key = (structure, lanes)
         if key not in self._programs:
             links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
             pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
-            fn = functools.partial(_packed_solve, pruned, structure, lanes, with_rest)
+            fn = functools.partial(_packed_solve, pruned, structure, lanes)
             self._programs[key] = jax.jit(fn)
         return self._programs[key]
 
@@ -575,7 +568,7 @@ class IKSolver:
             params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
         structure = tuple(_structure(o) for o in objectives)
         with_rest = settings.rest_weight > 0
-        program = self.program(structure, size, with_rest)
+        program = self.program(structure, size)
 
         first_settings = settings
         if with_rest:  # a short biased stage; the polish below gets the rest of the budget
@@ -631,13 +624,13 @@ class PoseSolver:
         self._solver = solver
         self._template = template
         self._options = options
-        self._settings = solver.settings(**options).pack(1, solver._dtype)
+        settings = solver.settings(**options)
+        self._settings = settings.pack(1, solver._dtype)
+        self._direct = settings.rest_weight == 0  # a rest bias needs solve()'s polish stage
         self._tail = np.concatenate(
             [template.axis, template.local_point, template.local_axis, template.weights]
         )
-        self._program = solver.program(
-            (_structure(template),), 1, solver.settings(**options).rest_weight > 0
-        )
+        self._program = solver.program((_structure(template),), 1)
         self._n = solver.robot.n_joints
 
     def __call__(self, target, seed=None) -> IKResult:
@@ -646,7 +639,8 @@ class PoseSolver:
         A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
         """
         target = np.asarray(target, np.float64)
-        if target.shape != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
+        if (not self._direct or target.shape != (7,)
+                or (seed is not None and np.shape(seed) != (self._n,))):
             return self._solver.solve(
                 obj.pose(self._template.link, target, reference=self._template.reference,
                          position_weight=self._template.weights[0],
