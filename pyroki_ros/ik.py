@@ -343,8 +343,8 @@ def _solve_all(
 
 _FIRST_PASS_RESTARTS = 3
 # Lanes on a CPU: past ~512-byte buffers XLA:CPU runs a program's kernels on its thread pool,
-# and per-iteration overhead grows; 16-32 lanes measured best on 2 cores (bench/ik_lanes.py).
-_CPU_LANES = 32
+# and per-iteration overhead grows; 16 lanes measured best on 2 cores (bench/ik_lanes.py).
+_CPU_LANES = 16
 # Levenberg-Marquardt damping: start, and factors on an accepted / rejected step.
 _DAMPING_START, _DAMPING_DOWN, _DAMPING_UP = 0.3, 0.35, 3.0  # tuned: bench/tune_ik.py
 _MAX_STEP = np.inf  # rad or m per joint and iteration
