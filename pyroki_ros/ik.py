@@ -47,6 +47,7 @@ class IKResult:
     orientation_error: np.ndarray  # (*batch, n_objectives) rad
     iterations: np.ndarray  # (*batch,) LM iterations spent, over all restarts
     solve_seconds: float  # wall time of the solve call, all problems together
+    cost: np.ndarray | None = None  # (*batch,) final weighted sum of squared residuals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -605,6 +606,7 @@ class IKSolver:
             orientation_error=out[:, n + 1 + k : n + 1 + 2 * k].reshape(*batch, k),
             iterations=out[:, n + 1 + 2 * k].astype(np.int64).reshape(batch),
             solve_seconds=elapsed,
+            cost=out[:, n + 2 + 2 * k].astype(np.float64).reshape(batch),
         )
 
 
@@ -668,6 +670,7 @@ class PoseSolver:
             orientation_error=out[n + 2 : n + 3],
             iterations=np.int64(out[n + 3]),
             solve_seconds=elapsed,
+            cost=np.float64(out[n + 4]),
         )
 
 
