@@ -42,6 +42,7 @@ import math
 import os
 import platform
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -388,6 +389,17 @@ def _machine() -> dict:
     return info
 
 
+def _busy_cpu_seconds() -> float | None:
+    """CPU-seconds all CPUs spent busy since boot (/proc/stat), or None."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n")[0].split()[1:]
+        ticks = [int(x) for x in fields]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _fmt_time(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
@@ -481,8 +493,10 @@ def _report(rows, machine, versions, checks, reference, args, command, load, sta
         "",
         "## Time per call (median) and throughput",
         "",
-        "| library | " + " | ".join(f"batch {b:,}" for b in batches) + " | first call (compile) |",
-        "|---|" + "---:|" * len(batches) + "---|",
+        "| library | "
+        + " | ".join(f"batch {b:,}" for b in batches)
+        + " | first call (compile) | other load |",
+        "|---|" + "---:|" * len(batches) + "---|---:|",
     ]
     for row in rows:
         cells = [
@@ -491,12 +505,16 @@ def _report(rows, machine, versions, checks, reference, args, command, load, sta
         first = "n/a"
         if row.get("preset"):  # a JAX row
             first = ", ".join(_fmt_time(r["first_call_s"]) for r in row["results"])
-        lines.append(f"| {_label(row)} | " + " | ".join(cells) + f" | {first} |")
+        other = row.get("other_cpus")
+        other = "?" if other is None else f"{other:.2f}"
+        lines.append(f"| {_label(row)} | " + " | ".join(cells) + f" | {first} | {other} |")
     lines += [
         "",
         (
             "Cells: wall time per call (configurations per second). First call (JAX): one "
-            "value per batch size, in order (each batch shape compiles once)."
+            "value per batch size, in order (each batch shape compiles once). Other load: "
+            "CPUs kept busy by other processes on the machine while that row ran (busy CPU "
+            "time from /proc/stat minus the row's own, per second); near 0 = a quiet machine."
         ),
         "",
         (
@@ -733,6 +751,7 @@ def main(argv=None) -> int:
                 *extra,
             ]
             print(f"[fk_benchmark] {name} ...", file=sys.stderr, flush=True)
+            busy0, own0 = _busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             proc = subprocess.run(
                 cmd,
@@ -743,12 +762,20 @@ def main(argv=None) -> int:
                 text=True,
                 check=False,
             )
+            wall = time.perf_counter() - t0
+            busy1, own1 = _busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
             if proc.returncode != 0:
                 print(f"[fk_benchmark] {name} failed:\n{proc.stdout[-4000:]}", file=sys.stderr)
                 continue
+            # CPUs kept busy by other processes while this job ran (busy time of the machine
+            # minus the job's own CPU time, per second of wall time).
+            other = None
+            if busy0 is not None and busy1 is not None:
+                own = (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime)
+                other = max(0.0, (busy1 - busy0 - own) / wall)
             print(
-                f"[fk_benchmark] {name} done in {time.perf_counter() - t0:.0f} s, "
-                f"load {os.getloadavg()[0]:.2f}",
+                f"[fk_benchmark] {name} done in {wall:.0f} s, other processes kept "
+                f"{other if other is not None else float('nan'):.2f} CPUs busy",
                 file=sys.stderr,
                 flush=True,
             )
@@ -758,6 +785,7 @@ def main(argv=None) -> int:
             with np.load(out + ".npz") as npz:
                 for row in result["rows"]:
                     row["preset"] = preset
+                    row["other_cpus"] = other
                     row["cpus_restricted"] = (
                         "--cpus" in extra and extra[extra.index("--cpus") + 1] != "0"
                     )

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import math
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -405,6 +406,7 @@ class IKSolver:
         # problem, all in parallel.
         self._max_lanes = lanes or (_CPU_LANES if self.device.platform == "cpu" else 1 << 16)
         self._programs: dict = {}
+        self._lock = threading.Lock()
         self._settings_cache: dict = {}
         # Host copies, so that a call does no device round trip before the solve itself.
         self._lower = np.asarray(robot.lower, np.float64)
@@ -417,12 +419,16 @@ class IKSolver:
         """The compiled solver for an objective structure and a batch bucket size."""
         lanes = min(self._max_lanes, size)
         key = (structure, lanes)
-        if key not in self._programs:
-            links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
-            pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
-            fn = functools.partial(_packed_solve, pruned, structure, lanes)
-            self._programs[key] = jax.jit(fn)
-        return self._programs[key]
+        program = self._programs.get(key)
+        if program is None:
+            with self._lock:  # one jitted function per key, even under concurrent first calls
+                program = self._programs.get(key)
+                if program is None:
+                    links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
+                    pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
+                    fn = functools.partial(_packed_solve, pruned, structure, lanes)
+                    program = self._programs[key] = jax.jit(fn)
+        return program
 
     def _cached_settings(self, options: dict) -> _Settings:
         # Options repeat from call to call (a teleop loop, a benchmark): check them once.
@@ -433,11 +439,12 @@ class IKSolver:
             hash(key)
         except TypeError:  # numpy arrays and the like: no caching
             return self.settings(**options)
-        if key not in self._settings_cache:
+        settings = self._settings_cache.get(key)
+        if settings is None:  # get-then-set: safe when several threads share the solver
             if len(self._settings_cache) > 64:
                 self._settings_cache.clear()
-            self._settings_cache[key] = self.settings(**options)
-        return self._settings_cache[key]
+            settings = self._settings_cache[key] = self.settings(**options)
+        return settings
 
     def into_limits(self, q: np.ndarray) -> np.ndarray:
         """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped.

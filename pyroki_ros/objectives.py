@@ -23,11 +23,11 @@ import numpy as np
 from . import kinematics as k
 from .robot import Robot
 
-Kind = Literal["pose", "point", "position", "orientation", "hinge", "plane", "line"]
+Kind = Literal["pose", "point", "position", "orientation", "hinge", "plane", "line", "aim"]
 
 # Rows of the residual for each kind (plane/line get 3 more rows with an axis).
 _POSITION_ROWS = {"pose": 3, "point": 3, "position": 3, "hinge": 3, "plane": 1, "line": 3}
-_ORIENTATION_ROWS = {"pose": 3, "orientation": 3, "hinge": 3}
+_ORIENTATION_ROWS = {"pose": 3, "orientation": 3, "hinge": 3, "aim": 3}
 
 
 @jax.tree_util.register_dataclass
@@ -167,6 +167,15 @@ def pose(link: str, target, *, reference: str | None = None,
     return _make("pose", link, position=wxyz_xyz[..., 4:], wxyz=wxyz_xyz[..., :4],
                  reference=reference, position_weight=position_weight,
                  orientation_weight=orientation_weight)
+
+
+def aim(link: str, local_point, local_axis, target_point, *, reference: str | None = None,
+        weight=1.0) -> Objective:
+    """Look-at: the ray from ``local_point`` along ``local_axis`` (link frame) passes through
+    ``target_point`` (2 constrained DoF; e.g. a camera). The error is the angle (rad) between
+    the ray and the direction to the target; a target behind the ray counts as far off."""
+    return _make("aim", link, position=target_point, local_point=local_point,
+                 local_axis=local_axis, reference=reference, orientation_weight=weight)
 
 
 def point(link: str, local_point, target_point, *, reference: str | None = None,
@@ -366,6 +375,20 @@ def evaluate_one_t(
     if kind in ("pose", "orientation"):
         residual, jac, rot_err = rotation_residual(k.qmul(q, k.qconj(target_q)), jw)
         add(residual, jac, w_rot)
+    elif kind == "aim":
+        # Residual: the ray direction minus the unit direction from the point to the target.
+        arm = k.rotate(q, k.split(objective.local_point))
+        point = tuple(a + b for a, b in zip(p, arm))
+        j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _rows(arm))))  # v + w x arm
+        delta = _sub(target_p, point)
+        distance = jnp.maximum(_norm(delta), 1e-6)
+        u = tuple(c / distance for c in delta)
+        ray = k.rotate(q, k.split(objective.local_axis))
+        # d u = -(I - u u^T) d point / |delta|;  d ray = w x ray
+        u_dot_j = _dot(_rows(u), j_point)
+        du = tuple(-(j - c[None] * u_dot_j) / distance[None] for j, c in zip(j_point, u))
+        add(_sub(ray, u), tuple(a - b for a, b in zip(k.cross(jw, _rows(ray)), du)), w_rot)
+        rot_err = _angle_between(ray, u)
     elif kind == "hinge" or objective.align_axis:
         if kind == "hinge":
             goal = k.split(objective.axis)
