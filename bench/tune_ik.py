@@ -11,8 +11,7 @@ import itertools
 
 import numpy as np
 
-import pyroki_ros.ik as ik
-from pyroki_ros import Robot
+from pyroki_ros import Robot, ik
 from pyroki_ros import objectives as O
 from pyroki_ros.kinematics import forward_kinematics
 from pyroki_ros.robots import urdf_path
@@ -31,7 +30,9 @@ def main() -> None:
     qs = lo + np.random.default_rng(0).uniform(size=(args.targets, robot.n_joints)) * (hi - lo)
     targets = np.asarray(forward_kinematics(robot, qs).wxyz_xyz[:, robot.link_index(args.tip)])
 
-    print("| damping start | down | up | iterations/restart | success | first try | median | mean | p95 | p99 |")
+    print(
+        "| damping start | down | up | iterations/restart | success | first try | median | mean | p95 | p99 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for start, (down, up), per_restart in itertools.product(
         (0.01, 0.1, 0.3, 1.0), ((0.25, 4.0), (0.35, 3.0), (0.5, 2.0)), (10, 15, 20)

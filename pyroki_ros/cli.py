@@ -63,7 +63,7 @@ def fk_command(args: argparse.Namespace) -> int:
         if "q" not in data:
             raise ValueError(f"{args.q} has no array 'q'")
         q = np.asarray(data["q"], dtype=np.float64)
-        names = data["joint_names"] if "joint_names" in data else None
+        names = data.get("joint_names", None)
     if q.ndim != 2:
         raise ValueError(f"q must have shape (N, n), got {q.shape}")
     if not np.all(np.isfinite(q)):
@@ -107,16 +107,18 @@ def ik_command(args: argparse.Namespace) -> int:
     if poses.ndim != 2 or poses.shape[1] != 7 or poses.shape[0] == 0:
         raise ValueError(f"poses must have shape (N, 7) with N >= 1, got {poses.shape}")
     if seeds is not None and seeds.shape != (poses.shape[0], robot.n_joints):
-        raise ValueError(f"seeds must have shape ({poses.shape[0]}, {robot.n_joints}), got {seeds.shape}")
+        raise ValueError(
+            f"seeds must have shape ({poses.shape[0]}, {robot.n_joints}), got {seeds.shape}"
+        )
 
     solver = IKSolver(robot, device=device)
     goal = objectives.pose(args.tip, poses, reference=None if base == robot.root_link else base)
-    options = dict(
-        seed=seeds,
-        active_joints=[robot.joint_names[i] for i in chain],
-        position_tolerance=args.pos_tol,
-        orientation_tolerance=args.rot_tol,
-    )
+    options = {
+        "seed": seeds,
+        "active_joints": [robot.joint_names[i] for i in chain],
+        "position_tolerance": args.pos_tol,
+        "orientation_tolerance": args.rot_tol,
+    }
     start = time.perf_counter()
     solver.solve(goal, **options)  # the first call compiles for this batch-size bucket
     compile_seconds = time.perf_counter() - start
@@ -158,8 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     ik.add_argument("--pos-tol", type=float, default=1e-3, help="metres (default 1e-3)")
     ik.add_argument("--rot-tol", type=float, default=np.radians(1.0), help="rad (default 1 deg)")
     ik.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
-    ik.add_argument("--no-compile-cache", action="store_true",
-                    help="do not reuse compiled solvers from ~/.cache/pyroki_ros/xla")
+    ik.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not reuse compiled solvers from ~/.cache/pyroki_ros/xla",
+    )
     ik.set_defaults(run=ik_command)
 
     node = sub.add_parser(
@@ -175,8 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="start the node on the bundled Panda and exercise every service (about 30 s)",
     )
-    demo.add_argument("--timeout", type=float, default=150.0,
-                      help="give up waiting for the node after this many seconds (default 150)")
+    demo.add_argument(
+        "--timeout",
+        type=float,
+        default=150.0,
+        help="give up waiting for the node after this many seconds (default 150)",
+    )
     demo.set_defaults(run=demo_command)
     return parser
 

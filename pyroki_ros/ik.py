@@ -68,8 +68,13 @@ class _Settings:
     max_iterations: jax.Array  # () int, per problem over all restarts
 
     def pack(self, n_valid: int, dtype) -> np.ndarray:
-        scalars = [self.rest_weight, *self.tolerances, self.iterations_per_restart,
-                   self.max_iterations, n_valid]
+        scalars = [
+            self.rest_weight,
+            *self.tolerances,
+            self.iterations_per_restart,
+            self.max_iterations,
+            n_valid,
+        ]
         return np.concatenate(
             [self.active, self.max_deviation, self.rest, np.asarray(scalars, np.float64)],
             dtype=dtype,
@@ -105,14 +110,18 @@ def _kronecker_steps(n: int) -> np.ndarray:
 def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
     """Per-problem box (n, lanes): the limits, tightened around the seed by max_deviation;
     inactive joints pinned to the seed. Also which joints wrap (continuous, unbounded)."""
-    column = lambda x: x[:, None]  # noqa: E731  (n,) -> (n, 1)
+    column = lambda x: x[:, None]
     active = column(settings.active)
     deviation = column(settings.max_deviation)
     continuous = column(jnp.asarray(robot.continuous))
     # A continuous joint has no limits: near the seed its box is [seed - d, seed + d] in
     # unwrapped angles (it may cross +-pi; the answer is wrapped on the host).
-    lower = jnp.where(continuous, seed - deviation, jnp.maximum(column(robot.lower), seed - deviation))
-    upper = jnp.where(continuous, seed + deviation, jnp.minimum(column(robot.upper), seed + deviation))
+    lower = jnp.where(
+        continuous, seed - deviation, jnp.maximum(column(robot.lower), seed - deviation)
+    )
+    upper = jnp.where(
+        continuous, seed + deviation, jnp.minimum(column(robot.upper), seed + deviation)
+    )
     lower = jnp.where(active, lower, seed)
     upper = jnp.where(active, upper, seed)
     wraps = continuous & jnp.isinf(deviation) & active
@@ -210,20 +219,20 @@ def _queue_solve(
     _, _, seed0, (lower0, upper0, _) = problem(first)
     restart0 = jnp.full(lanes, first_restart, jnp.int32)  # may be traced
     empty_acc = jnp.zeros((layout.acc_width(), lanes), dtype).at[cost_row].set(jnp.inf)
-    state = dict(
-        slot=first,
-        next=jnp.minimum(jnp.int32(lanes), n_queued),
-        counters=jnp.stack([restart0, 0 * restart0, 0 * restart0]),  # restart, iterations
-        lam=jnp.full(lanes, _DAMPING_START, dtype),
-        q=restart_point(restart0, seed0, lower0, upper0),
-        acc=empty_acc,
-        best=empty_acc,
-        out=out,
-    )
+    state = {
+        "slot": first,
+        "next": jnp.minimum(jnp.int32(lanes), n_queued),
+        "counters": jnp.stack([restart0, 0 * restart0, 0 * restart0]),  # restart, iterations
+        "lam": jnp.full(lanes, _DAMPING_START, dtype),
+        "q": restart_point(restart0, seed0, lower0, upper0),
+        "acc": empty_acc,
+        "best": empty_acc,
+        "out": out,
+    }
 
     def body(s):
         live = s["slot"] < n_queued
-        index, targets, seed, (lower, upper, wraps) = problem(s["slot"])
+        index, targets, _seed, (lower, upper, wraps) = problem(s["slot"])
         residual, jacobian, pos_err, rot_err, cost, converged = _evaluate(
             robot, targets, s["q"], settings
         )
@@ -233,15 +242,15 @@ def _queue_solve(
         better = cost < s["acc"][cost_row]
         acc = jnp.where(better[None], record, s["acc"])
         done = better & converged  # converged at a freshly accepted point
-        lam = jnp.where(
-            better, jnp.maximum(s["lam"] * _DAMPING_DOWN, 1e-7), s["lam"] * _DAMPING_UP
-        )
+        lam = jnp.where(better, jnp.maximum(s["lam"] * _DAMPING_DOWN, 1e-7), s["lam"] * _DAMPING_UP)
         best = jnp.where((acc[cost_row] < s["best"][cost_row])[None], acc, s["best"])
 
         restarts, iters_restart, iters_total = s["counters"]
         iters_restart, iters_total = iters_restart + 1, iters_total + 1
         finish = live & (done | (iters_total >= budget))
-        restart = live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+        restart = (
+            live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+        )
 
         # Finished lanes write their answer (the converged point, else the best over
         # restarts) unless an earlier pass left a better one.
@@ -249,14 +258,23 @@ def _queue_solve(
         previous = s["out"][index].T  # (out width, lanes)
         iterations = iters_total + previous[out_of["iterations"].start].astype(jnp.int32)
         rows = jnp.concatenate(
-            [answer[acc_of["q"]], done[None].astype(dtype), answer[acc_of["pos"]],
-             answer[acc_of["rot"]], iterations[None].astype(dtype), answer[acc_of["cost"]]]
+            [
+                answer[acc_of["q"]],
+                done[None].astype(dtype),
+                answer[acc_of["pos"]],
+                answer[acc_of["rot"]],
+                iterations[None].astype(dtype),
+                answer[acc_of["cost"]],
+            ]
         )
         keep_previous = (previous[out_of["success"].start] > 0.5) | (
             ~done & (previous[out_of["cost"].start] <= answer[cost_row])
         )
-        rows = jnp.where(keep_previous[None], previous.at[out_of["iterations"]].set(
-            rows[out_of["iterations"]]), rows)
+        rows = jnp.where(
+            keep_previous[None],
+            previous.at[out_of["iterations"]].set(rows[out_of["iterations"]]),
+            rows,
+        )
         out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows.T, mode="drop")
 
         # ... and take the next problems from the queue, in lane order.
@@ -287,18 +305,18 @@ def _queue_solve(
         step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
         stepped = _into_bounds(acc_q + step, lower, upper, wraps)
 
-        return dict(
-            slot=slot,
-            next=next_slot,
-            counters=jnp.stack(
+        return {
+            "slot": slot,
+            "next": next_slot,
+            "counters": jnp.stack(
                 [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)]
             ),
-            lam=jnp.where(reset, _DAMPING_START, lam),
-            q=jnp.where(reset[None], start, stepped),
-            acc=jnp.where(reset[None], empty_acc, acc),
-            best=jnp.where(finish[None], empty_acc, best),
-            out=out,
-        )
+            "lam": jnp.where(reset, _DAMPING_START, lam),
+            "q": jnp.where(reset[None], start, stepped),
+            "acc": jnp.where(reset[None], empty_acc, acc),
+            "best": jnp.where(finish[None], empty_acc, best),
+            "out": out,
+        }
 
     state = jax.lax.while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state)
     return state["out"]
@@ -321,18 +339,36 @@ def _solve_all(
     out = out.at[:, -1].set(jnp.inf)  # cost column
     problems = jnp.arange(n_problems)
     if lanes == 1:  # one problem: one pass with the whole budget
-        return _queue_solve(robot, objectives, seeds, settings, 1, problems, n_valid,
-                            settings.max_iterations, 0, out)
-    cap = jnp.minimum(settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart)
+        return _queue_solve(
+            robot,
+            objectives,
+            seeds,
+            settings,
+            1,
+            problems,
+            n_valid,
+            settings.max_iterations,
+            0,
+            out,
+        )
+    cap = jnp.minimum(
+        settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart
+    )
 
     def one_pass(pass_index, out):
         first = pass_index == 0
         unsolved = (out[:, n] < 0.5) & (problems < n_valid)
         order = jnp.where(first, problems, jnp.argsort(~unsolved, stable=True))
         return _queue_solve(
-            robot, objectives, seeds, settings, lanes, order,
+            robot,
+            objectives,
+            seeds,
+            settings,
+            lanes,
+            order,
             jnp.where(
-                first, n_valid,
+                first,
+                n_valid,
                 jnp.where(settings.max_iterations > cap, jnp.sum(unsolved, dtype=jnp.int32), 0),
             ),
             jnp.where(first, cap, settings.max_iterations - cap),
@@ -375,7 +411,9 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_v
             fields[name] = params[:, column : column + size]
             column += size
         objectives.append(
-            obj.Objective(**fields, kind=kind, link=link, reference=reference, align_axis=align_axis)
+            obj.Objective(
+                **fields, kind=kind, link=link, reference=reference, align_axis=align_axis
+            )
         )
     settings, n_valid = _Settings.unpack(settings_vector, n)
     return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
@@ -454,9 +492,15 @@ class IKSolver:
         wrapped = np.mod(q + np.pi, 2 * np.pi) - np.pi
         return np.where(self._continuous, wrapped, np.clip(q, self._lower, self._upper))
 
-    def pose_solver(self, link: str, *, reference: str | None = None,
-                    position_weight: float = 1.0, orientation_weight: float = 0.1,
-                    **options) -> PoseSolver:
+    def pose_solver(
+        self,
+        link: str,
+        *,
+        reference: str | None = None,
+        position_weight: float = 1.0,
+        orientation_weight: float = 0.1,
+        **options,
+    ) -> PoseSolver:
         """A prepared single-target pose solver for ``link`` (see :class:`PoseSolver`);
         ``options`` as for :meth:`solve`."""
         return PoseSolver(self, link, reference, position_weight, orientation_weight, options)
@@ -495,8 +539,10 @@ class IKSolver:
         rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
         if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
             raise ValueError(f"rest must be {n} finite joint values")
-        for name, value in (("position_tolerance", position_tolerance),
-                            ("orientation_tolerance", orientation_tolerance)):
+        for name, value in (
+            ("position_tolerance", position_tolerance),
+            ("orientation_tolerance", orientation_tolerance),
+        ):
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value}")
         if not rest_weight >= 0:
@@ -566,7 +612,9 @@ class IKSolver:
         for o in objectives:
             columns += [o.target, o.axis, o.local_point, o.local_axis, o.weights]
         if batch != ():
-            columns = [np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns]
+            columns = [
+                np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns
+            ]
         params = np.concatenate(columns, axis=-1, dtype=self._dtype).reshape(count, -1)
         if not np.isfinite(params).all():
             what = "the seed" if not np.isfinite(params[:, :n]).all() else "an objective"
@@ -580,8 +628,10 @@ class IKSolver:
 
         first_settings = settings
         if with_rest:  # a short biased stage; the polish below gets the rest of the budget
-            first_settings = dataclasses.replace(settings, max_iterations=min(
-                settings.max_iterations, 2 * settings.iterations_per_restart))
+            first_settings = dataclasses.replace(
+                settings,
+                max_iterations=min(settings.max_iterations, 2 * settings.iterations_per_restart),
+            )
         start = time.perf_counter()
         out = np.asarray(program(params, first_settings.pack(count, self._dtype)))[:count]
         if with_rest and not (out[:, n] > 0.5).all():
@@ -593,7 +643,8 @@ class IKSolver:
             bucket = _bucket(len(failed))
             again = np.concatenate([again, np.repeat(again[-1:], bucket - len(failed), 0)])
             unbiased = dataclasses.replace(
-                settings, rest_weight=0.0,
+                settings,
+                rest_weight=0.0,
                 max_iterations=max(1, settings.max_iterations - first_settings.max_iterations),
             )
             polished = np.array(
@@ -625,10 +676,22 @@ class PoseSolver:
     Create with :meth:`IKSolver.pose_solver`.
     """
 
-    def __init__(self, solver: IKSolver, link: str, reference: str | None,
-                 position_weight: float, orientation_weight: float, options: dict):
-        template = obj.pose(link, np.array([1.0, 0, 0, 0, 0, 0, 0]), reference=reference,
-                            position_weight=position_weight, orientation_weight=orientation_weight)
+    def __init__(
+        self,
+        solver: IKSolver,
+        link: str,
+        reference: str | None,
+        position_weight: float,
+        orientation_weight: float,
+        options: dict,
+    ):
+        template = obj.pose(
+            link,
+            np.array([1.0, 0, 0, 0, 0, 0, 0]),
+            reference=reference,
+            position_weight=position_weight,
+            orientation_weight=orientation_weight,
+        )
         obj.validate(solver.robot, (template,))
         self._solver = solver
         self._template = template
@@ -648,19 +711,29 @@ class PoseSolver:
         A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
         """
         target = np.asarray(target, np.float64)
-        if (not self._direct or target.shape != (7,)
-                or (seed is not None and np.shape(seed) != (self._n,))):
+        if (
+            not self._direct
+            or target.shape != (7,)
+            or (seed is not None and np.shape(seed) != (self._n,))
+        ):
             return self._solver.solve(
-                obj.pose(self._template.link, target, reference=self._template.reference,
-                         position_weight=self._template.weights[0],
-                         orientation_weight=self._template.weights[1]),
-                seed=seed, **self._options,
+                obj.pose(
+                    self._template.link,
+                    target,
+                    reference=self._template.reference,
+                    position_weight=self._template.weights[0],
+                    orientation_weight=self._template.weights[1],
+                ),
+                seed=seed,
+                **self._options,
             )
         norm = math.sqrt(target[0] ** 2 + target[1] ** 2 + target[2] ** 2 + target[3] ** 2)
         if not norm > 1e-9:
             raise ValueError("target quaternion is zero or not finite")
-        seed = self._solver._center if seed is None else self._solver.into_limits(
-            np.asarray(seed, np.float64)
+        seed = (
+            self._solver._center
+            if seed is None
+            else self._solver.into_limits(np.asarray(seed, np.float64))
         )
         target = np.concatenate([target[:4] / norm, target[4:]])
         params = np.concatenate([seed, target, self._tail], dtype=self._solver._dtype)[None]

@@ -219,7 +219,9 @@ def jacobian_rows_t(robot: Robot, frames: tuple[Quat, Vec], link: int) -> tuple[
     axis = rotate(quat, tuple(_per_link(robot.axes[:, i], nb) for i in range(3)))
     lever = tuple(p[link : link + 1] - p for p in pos)
     swept = cross(axis, lever)
-    linear = tuple(jnp.where(revolute, s, jnp.where(prismatic, a, 0.0)) for s, a in zip(swept, axis))
+    linear = tuple(
+        jnp.where(revolute, s, jnp.where(prismatic, a, 0.0)) for s, a in zip(swept, axis)
+    )
     angular = tuple(jnp.where(revolute, a, 0.0) for a in axis)
     # All six rows in one array, so the link -> joint gather runs once: (6, n_joints, *batch).
     columns = _columns_to_joints(robot, jnp.stack(linear + angular, axis=0), on_path)

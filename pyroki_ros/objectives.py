@@ -106,8 +106,13 @@ def _unit(x, name: str, xp=np):
 
 
 _Z, _ZERO, _IDENTITY = (0.0, 0.0, 1.0), (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
-for _value, _name in ((_Z, "axis"), (_Z, "local_axis"), (_ZERO, "local_point"),
-                      (_ZERO, "position"), (_IDENTITY, "wxyz")):
+for _value, _name in (
+    (_Z, "axis"),
+    (_Z, "local_axis"),
+    (_ZERO, "local_point"),
+    (_ZERO, "position"),
+    (_IDENTITY, "wxyz"),
+):
     _DEFAULTS[id(_value), _name] = np.asarray(_value, np.float64)
 
 
@@ -137,8 +142,13 @@ def _make(
     if xp is np and np.isscalar(position_weight) and np.isscalar(orientation_weight):
         weights = np.array([position_weight, orientation_weight], np.float64)
     else:
-        weights = xp.stack(xp.broadcast_arrays(xp.asarray(position_weight, dtype=position.dtype),
-                                               xp.asarray(orientation_weight, dtype=position.dtype)), -1)
+        weights = xp.stack(
+            xp.broadcast_arrays(
+                xp.asarray(position_weight, dtype=position.dtype),
+                xp.asarray(orientation_weight, dtype=position.dtype),
+            ),
+            -1,
+        )
     if xp is np and (not np.isfinite(weights).all() or (weights < 0).any()):
         raise ValueError("weights must be finite and >= 0")
     fields = (wxyz, position, axis, local_point, local_axis, weights)
@@ -159,80 +169,178 @@ def _make(
     )
 
 
-def pose(link: str, target, *, reference: str | None = None,
-         position_weight=1.0, orientation_weight=0.1) -> Objective:
+def pose(
+    link: str, target, *, reference: str | None = None, position_weight=1.0, orientation_weight=0.1
+) -> Objective:
     """Fixed pose: the link frame at ``target``, a jaxlie.SE3 or (*batch, 7) wxyz_xyz."""
     wxyz_xyz = target.wxyz_xyz if isinstance(target, jaxlie.SE3) else target
     wxyz_xyz = _vec(wxyz_xyz, 7, "target", _xp(wxyz_xyz))
-    return _make("pose", link, position=wxyz_xyz[..., 4:], wxyz=wxyz_xyz[..., :4],
-                 reference=reference, position_weight=position_weight,
-                 orientation_weight=orientation_weight)
+    return _make(
+        "pose",
+        link,
+        position=wxyz_xyz[..., 4:],
+        wxyz=wxyz_xyz[..., :4],
+        reference=reference,
+        position_weight=position_weight,
+        orientation_weight=orientation_weight,
+    )
 
 
-def aim(link: str, local_point, local_axis, target_point, *, reference: str | None = None,
-        weight=1.0) -> Objective:
+def aim(
+    link: str, local_point, local_axis, target_point, *, reference: str | None = None, weight=1.0
+) -> Objective:
     """Look-at: the ray from ``local_point`` along ``local_axis`` (link frame) passes through
     ``target_point`` (2 constrained DoF; e.g. a camera). The error is the angle (rad) between
     the ray and the direction to the target; a target behind the ray counts as far off."""
-    return _make("aim", link, position=target_point, local_point=local_point,
-                 local_axis=local_axis, reference=reference, orientation_weight=weight)
+    return _make(
+        "aim",
+        link,
+        position=target_point,
+        local_point=local_point,
+        local_axis=local_axis,
+        reference=reference,
+        orientation_weight=weight,
+    )
 
 
-def point(link: str, local_point, target_point, *, reference: str | None = None,
-          weight=1.0) -> Objective:
+def point(
+    link: str, local_point, target_point, *, reference: str | None = None, weight=1.0
+) -> Objective:
     """A point fixed on the link (link frame) at a target point (reference frame)."""
-    return _make("point", link, position=target_point, local_point=local_point,
-                 reference=reference, position_weight=weight)
+    return _make(
+        "point",
+        link,
+        position=target_point,
+        local_point=local_point,
+        reference=reference,
+        position_weight=weight,
+    )
 
 
-def position(link: str, target_position, *, reference: str | None = None,
-             weight=1.0) -> Objective:
+def position(link: str, target_position, *, reference: str | None = None, weight=1.0) -> Objective:
     """Position only: the link origin at ``target_position``; orientation free."""
-    return _make("position", link, position=target_position, reference=reference,
-                 position_weight=weight)
+    return _make(
+        "position", link, position=target_position, reference=reference, position_weight=weight
+    )
 
 
-def orientation(link: str, target_wxyz, *, reference: str | None = None,
-                weight=1.0) -> Objective:
+def orientation(link: str, target_wxyz, *, reference: str | None = None, weight=1.0) -> Objective:
     """Orientation only: the link frame's rotation equals ``target_wxyz``; position free."""
-    return _make("orientation", link, wxyz=target_wxyz, reference=reference,
-                 orientation_weight=weight)
+    return _make(
+        "orientation", link, wxyz=target_wxyz, reference=reference, orientation_weight=weight
+    )
 
 
-def hinge(link: str, local_point, local_axis, target_point, target_axis, *,
-          reference: str | None = None, position_weight=1.0, orientation_weight=0.1) -> Objective:
+def hinge(
+    link: str,
+    local_point,
+    local_axis,
+    target_point,
+    target_axis,
+    *,
+    reference: str | None = None,
+    position_weight=1.0,
+    orientation_weight=0.1,
+) -> Objective:
     """A point plus an axis: rotation about ``target_axis`` stays free (5 constrained DoF)."""
-    return _make("hinge", link, position=target_point, axis=target_axis, local_point=local_point,
-                 local_axis=local_axis, reference=reference, position_weight=position_weight,
-                 orientation_weight=orientation_weight)
+    return _make(
+        "hinge",
+        link,
+        position=target_point,
+        axis=target_axis,
+        local_point=local_point,
+        local_axis=local_axis,
+        reference=reference,
+        position_weight=position_weight,
+        orientation_weight=orientation_weight,
+    )
 
 
-def plane(link: str, local_point, plane_point, normal, *, local_axis=None, axis=None,
-          reference: str | None = None, position_weight=1.0, orientation_weight=0.1) -> Objective:
+def plane(
+    link: str,
+    local_point,
+    plane_point,
+    normal,
+    *,
+    local_axis=None,
+    axis=None,
+    reference: str | None = None,
+    position_weight=1.0,
+    orientation_weight=0.1,
+) -> Objective:
     """A point on the link lies on a plane; with ``local_axis``/``axis``, that axis aligns too."""
-    return _on_set("plane", link, local_point, plane_point, normal, local_axis, axis,
-                   reference, position_weight, orientation_weight)
+    return _on_set(
+        "plane",
+        link,
+        local_point,
+        plane_point,
+        normal,
+        local_axis,
+        axis,
+        reference,
+        position_weight,
+        orientation_weight,
+    )
 
 
-def line(link: str, local_point, line_point, direction, *, local_axis=None, axis=None,
-         reference: str | None = None, position_weight=1.0, orientation_weight=0.1) -> Objective:
+def line(
+    link: str,
+    local_point,
+    line_point,
+    direction,
+    *,
+    local_axis=None,
+    axis=None,
+    reference: str | None = None,
+    position_weight=1.0,
+    orientation_weight=0.1,
+) -> Objective:
     """A point on the link lies on a line; with ``local_axis``/``axis``, that axis aligns too."""
-    return _on_set("line", link, local_point, line_point, direction, local_axis, axis,
-                   reference, position_weight, orientation_weight)
+    return _on_set(
+        "line",
+        link,
+        local_point,
+        line_point,
+        direction,
+        local_axis,
+        axis,
+        reference,
+        position_weight,
+        orientation_weight,
+    )
 
 
-def _on_set(kind, link, local_point, set_point, set_axis, local_axis, axis, reference,
-            position_weight, orientation_weight) -> Objective:
+def _on_set(
+    kind,
+    link,
+    local_point,
+    set_point,
+    set_axis,
+    local_axis,
+    axis,
+    reference,
+    position_weight,
+    orientation_weight,
+) -> Objective:
     align = local_axis is not None
     if align != (axis is not None):
         raise ValueError(f"{kind}: give both local_axis and axis, or neither")
     # The plane normal / line direction lives in ``axis``; the axis to align, if any, is the
     # z column of the target rotation, so one objective carries both.
     wxyz = _rotation_with_z(_unit(axis, "axis")) if align else None
-    return _make(kind, link, position=set_point, wxyz=wxyz, axis=set_axis,
-                 local_point=local_point, local_axis=local_axis if align else (0.0, 0.0, 1.0),
-                 reference=reference, position_weight=position_weight,
-                 orientation_weight=orientation_weight, align_axis=align)
+    return _make(
+        kind,
+        link,
+        position=set_point,
+        wxyz=wxyz,
+        axis=set_axis,
+        local_point=local_point,
+        local_axis=local_axis if align else (0.0, 0.0, 1.0),
+        reference=reference,
+        position_weight=position_weight,
+        orientation_weight=orientation_weight,
+        align_axis=align,
+    )
 
 
 def _rotation_with_z(z: np.ndarray) -> np.ndarray:
@@ -430,7 +538,9 @@ def evaluate(robot: Robot, q: jax.Array, objectives: tuple[Objective, ...]) -> E
     q = jnp.broadcast_to(q, (*batch, q.shape[-1]))
     moved = tuple(
         jax.tree.map(
-            lambda x: jnp.moveaxis(jnp.broadcast_to(jnp.asarray(x, q.dtype), (*batch, x.shape[-1])), -1, 0),
+            lambda x: jnp.moveaxis(
+                jnp.broadcast_to(jnp.asarray(x, q.dtype), (*batch, x.shape[-1])), -1, 0
+            ),
             o,
         )
         for o in objectives

@@ -115,8 +115,9 @@ class Robot:
             # Resolve mimic chains down to the actuated joint that drives them.
             source, multiplier, offset = joint, 1.0, 0.0
             while source.mimic_joint is not None:
-                multiplier, offset = multiplier * source.multiplier, (
-                    multiplier * source.offset + offset
+                multiplier, offset = (
+                    multiplier * source.multiplier,
+                    (multiplier * source.offset + offset),
                 )
                 source = by_name[source.mimic_joint]
             q_index.append(actuated_index[source.name])

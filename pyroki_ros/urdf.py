@@ -257,7 +257,9 @@ def _describe(urdf: yourdfpy.URDF) -> URDFDescription:
                 multiplier=float(mimic.multiplier)
                 if mimic is not None and mimic.multiplier is not None
                 else 1.0,
-                offset=float(mimic.offset) if mimic is not None and mimic.offset is not None else 0.0,
+                offset=float(mimic.offset)
+                if mimic is not None and mimic.offset is not None
+                else 0.0,
             )
         )
     return URDFDescription(

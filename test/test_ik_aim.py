@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from reference_fk import reference_fk
 
 from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.ik import IKSolver, residual_and_jacobian
 from pyroki_ros.robots import urdf_path
-from reference_fk import reference_fk
 
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
 LOCAL_POINT = np.array([0.0, 0.0, 0.1])
@@ -47,9 +47,7 @@ def test_aim_solutions_point_at_the_target(panda):
     rng = np.random.default_rng(1)
     targets = rng.uniform([0.3, -0.4, 0.0], [0.7, 0.4, 0.5], size=(20, 3))
     solver = IKSolver(robot)
-    result = solver.solve(
-        O.aim("panda_hand", LOCAL_POINT, LOCAL_AXIS, targets), active_joints=ARM
-    )
+    result = solver.solve(O.aim("panda_hand", LOCAL_POINT, LOCAL_AXIS, targets), active_joints=ARM)
     assert result.success.mean() >= 0.95
     for q, target, ok, reported in zip(
         result.q, targets, result.success, result.orientation_error[:, 0]

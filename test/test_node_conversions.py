@@ -45,13 +45,16 @@ def test_quaternion_order_round_trip():
 
 
 def test_pose_message_round_trip_keeps_ros_order():
-    pose = Pose(position=Point(x=1.0, y=2.0, z=3.0),
-                orientation=Quaternion(x=0.0, y=0.0, z=math.sin(0.25), w=math.cos(0.25)))
+    pose = Pose(
+        position=Point(x=1.0, y=2.0, z=3.0),
+        orientation=Quaternion(x=0.0, y=0.0, z=math.sin(0.25), w=math.cos(0.25)),
+    )
     a = C.pose_to_wxyz_xyz(pose, "p")
     np.testing.assert_allclose(a, [math.cos(0.25), 0, 0, math.sin(0.25), 1, 2, 3])
     back = C.wxyz_xyz_to_pose(a)
-    assert (back.orientation.z, back.orientation.w) == pytest.approx((math.sin(0.25),
-                                                                      math.cos(0.25)))
+    assert (back.orientation.z, back.orientation.w) == pytest.approx(
+        (math.sin(0.25), math.cos(0.25))
+    )
     assert (back.position.x, back.position.y, back.position.z) == (1.0, 2.0, 3.0)
 
 
@@ -64,10 +67,8 @@ def test_transforms_match_reference_matrices():
     rng = np.random.default_rng(0)
     for _ in range(20):
         a, b = random_wxyz_xyz(rng), random_wxyz_xyz(rng)
-        np.testing.assert_allclose(matrix(C.pose_compose(a, b)), matrix(a) @ matrix(b),
-                                   atol=1e-12)
-        np.testing.assert_allclose(matrix(C.pose_inverse(a)), np.linalg.inv(matrix(a)),
-                                   atol=1e-12)
+        np.testing.assert_allclose(matrix(C.pose_compose(a, b)), matrix(a) @ matrix(b), atol=1e-12)
+        np.testing.assert_allclose(matrix(C.pose_inverse(a)), np.linalg.inv(matrix(a)), atol=1e-12)
         np.testing.assert_allclose(C.pose_to_matrix(a), matrix(a), atol=1e-12)
         v = rng.normal(size=3)
         np.testing.assert_allclose(C.quat_rotate(a[:4], v), matrix(a)[:3, :3] @ v, atol=1e-12)
@@ -172,9 +173,14 @@ def test_relative_objective_keeps_the_reference(panda):
 
 @pytest.mark.parametrize(
     "kind, core_kind",
-    [(IKObjective.POSE, "pose"), (IKObjective.POSITION, "point"),
-     (IKObjective.ORIENTATION, "orientation"), (IKObjective.HINGE, "hinge"),
-     (IKObjective.PLANE, "plane"), (IKObjective.LINE, "line")],
+    [
+        (IKObjective.POSE, "pose"),
+        (IKObjective.POSITION, "point"),
+        (IKObjective.ORIENTATION, "orientation"),
+        (IKObjective.HINGE, "hinge"),
+        (IKObjective.PLANE, "plane"),
+        (IKObjective.LINE, "line"),
+    ],
 )
 def test_objective_kinds(panda, kind, core_kind):
     model, _ = panda

@@ -26,13 +26,26 @@ def test_demo_runs_end_to_end(tmp_path, tmp_path_factory):
         env.pop(key, None)  # the demo picks (and reserves) its own domain
     env["TMPDIR"] = str(tmp_path)  # its log folder
     env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "jax_cache")
-    proc = subprocess.run(_command() + ["demo"], env=env, capture_output=True, text=True,
-                          check=False,
-                          timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        _command() + ["demo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        cwd=tmp_path,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    for section in ("~/compute_fk", "~/solve_ik: hand", "HINGE + PLANE", "~/solve_ik_batch",
-                    "teleop: ~/goal_pose", "round-trip latency", "demo finished"):
+    for section in (
+        "~/compute_fk",
+        "~/solve_ik: hand",
+        "HINGE + PLANE",
+        "~/solve_ik_batch",
+        "teleop: ~/goal_pose",
+        "round-trip latency",
+        "demo finished",
+    ):
         assert section in out, f"missing '{section}':\n{out}"
     assert out.count("success True") >= 2, out
     assert re.search(r"\d+/1000 reachable", out), out

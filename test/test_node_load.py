@@ -46,12 +46,15 @@ CALLS = int(os.environ.get("PYROKI_ROS_LOAD_CALLS", "200"))
 
 def matrix_to_xyzw(rot):
     w = math.sqrt(max(0.0, 1 + np.trace(rot))) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2,
-                      rot[2, 1] - rot[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2,
-                      rot[0, 2] - rot[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2,
-                      rot[1, 0] - rot[0, 1])
+    x = math.copysign(
+        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
+    )
+    y = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
+    )
+    z = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
+    )
     return x, y, z, w
 
 
@@ -70,18 +73,29 @@ def node(tmp_path_factory):
     work = tmp_path_factory.mktemp("node_load")
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
     env = IsolatedNode(
-        "test_node_load", work,
-        ["--params-file", str(CONFIG), "-p", f"compilation_cache_dir:={cache}",
-         "-p", "warmup_batch_sizes:=[]"],
+        "test_node_load",
+        work,
+        [
+            "--params-file",
+            str(CONFIG),
+            "-p",
+            f"compilation_cache_dir:={cache}",
+            "-p",
+            "warmup_batch_sizes:=[]",
+        ],
     )
     try:
         session = env.session.node
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
         session.create_publisher(String, "/robot_description", latched).publish(String(data=URDF))
         states = session.create_publisher(JointState, "/joint_states", 10)
-        session.create_timer(0.05, lambda: states.publish(
-            JointState(name=list(JOINTS), position=STATE.tolist())))
+        session.create_timer(
+            0.05, lambda: states.publish(JointState(name=list(JOINTS), position=STATE.tolist()))
+        )
         env.wait_ready("panda_hand", joint="panda_joint1")
         yield env
     finally:
@@ -100,7 +114,9 @@ def test_concurrent_solve_ik_calls(node):
     client = node.client(SolveIK, "solve_ik")
     for target in targets[total:]:
         assert node.session.call(client, request_for(target), timeout=120).error_code.val in (
-            ErrorCode.SUCCESS, ErrorCode.NO_SOLUTION)
+            ErrorCode.SUCCESS,
+            ErrorCode.NO_SOLUTION,
+        )
     rss_before = node.node.rss_kib()
 
     results: list[list] = [[] for _ in range(CLIENTS)]
@@ -114,8 +130,9 @@ def test_concurrent_solve_ik_calls(node):
             start_line.wait(timeout=120)
             for i in range(k * CALLS, (k + 1) * CALLS):
                 sent = time.perf_counter()
-                response = node.session.call(own, request_for(targets[i]), timeout=300,
-                                             node=node.node)
+                response = node.session.call(
+                    own, request_for(targets[i]), timeout=300, node=node.node
+                )
                 results[k].append((i, time.perf_counter() - sent, response))
         except BaseException as e:  # noqa: BLE001 -- reported by the main thread
             errors.append(e)
@@ -140,8 +157,9 @@ def test_concurrent_solve_ik_calls(node):
         assert np.all(q >= LOWER - 1e-6) and np.all(q <= UPPER + 1e-6)
         if response.success:
             solved += 1
-            p_err, r_err = ref.pose_errors(targets[i], ref.reference_fk(MODEL, q, JOINTS)[
-                "panda_hand"])
+            p_err, r_err = ref.pose_errors(
+                targets[i], ref.reference_fk(MODEL, q, JOINTS)["panda_hand"]
+            )
             assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3, (i, p_err, r_err)
         else:
             assert response.error_code.val in (ErrorCode.NO_SOLUTION, ErrorCode.TIMEOUT)

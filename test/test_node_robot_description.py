@@ -52,12 +52,15 @@ GARBAGE = [
 
 def matrix_to_xyzw(rot):
     w = math.sqrt(max(0.0, 1 + np.trace(rot))) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2,
-                      rot[2, 1] - rot[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2,
-                      rot[0, 2] - rot[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2,
-                      rot[1, 0] - rot[0, 1])
+    x = math.copysign(
+        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
+    )
+    y = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
+    )
+    z = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
+    )
     return x, y, z, w
 
 
@@ -80,18 +83,30 @@ def env(tmp_path_factory):
     work = tmp_path_factory.mktemp("node_robot_description")
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
     node = IsolatedNode(
-        "test_node_robot_description", work,
-        ["--params-file", str(CONFIG), "-p", f"compilation_cache_dir:={cache}",
-         "-p", "warmup_batch_sizes:=[]"],
+        "test_node_robot_description",
+        work,
+        [
+            "--params-file",
+            str(CONFIG),
+            "-p",
+            f"compilation_cache_dir:={cache}",
+            "-p",
+            "warmup_batch_sizes:=[]",
+        ],
     )
     try:
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        node.description = node.session.node.create_publisher(
-            String, "/robot_description", latched)
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
+        node.description = node.session.node.create_publisher(String, "/robot_description", latched)
         node.published = []
-        wait_until(lambda: node.description.get_subscription_count() > 0, 120,
-                   what="the node subscribing to /robot_description")
+        wait_until(
+            lambda: node.description.get_subscription_count() > 0,
+            120,
+            what="the node subscribing to /robot_description",
+        )
         yield node
     finally:
         node.close()
@@ -111,16 +126,25 @@ def test_requests_before_any_model_get_no_robot_model(env):
         pytest.skip("a robot_description was already published in this module")
     # A publisher without a message: the node re-subscribes (its remedy for a transient-local
     # sample lost on the way to a late-joining reader), and still gets what comes next.
-    wait_until(lambda: "has a publisher but no description arrived yet" in env.node.log(), 120,
-               what="the node's description watchdog")
+    wait_until(
+        lambda: "has a publisher but no description arrived yet" in env.node.log(),
+        120,
+        what="the node's description watchdog",
+    )
     fk = env.call(ComputeFK, "compute_fk", ComputeFK.Request(link_names=["panda_hand"]))
     assert fk.error_code.val == ErrorCode.NO_ROBOT_MODEL
     assert "no robot model" in fk.message and "/robot_description" in fk.message
-    ik = env.call(SolveIK, "solve_ik", SolveIK.Request(
-        objectives=[IKObjective(type=IKObjective.POSE, link="panda_hand")]))
+    ik = env.call(
+        SolveIK,
+        "solve_ik",
+        SolveIK.Request(objectives=[IKObjective(type=IKObjective.POSE, link="panda_hand")]),
+    )
     assert ik.success is False and ik.error_code.val == ErrorCode.NO_ROBOT_MODEL
-    batch = env.call(SolveIKBatch, "solve_ik_batch", SolveIKBatch.Request(
-        link="panda_hand", targets=[PoseStamped()]))
+    batch = env.call(
+        SolveIKBatch,
+        "solve_ik_batch",
+        SolveIKBatch.Request(link="panda_hand", targets=[PoseStamped()]),
+    )
     assert batch.error_code.val == ErrorCode.NO_ROBOT_MODEL
     # Garbage descriptions: an error each, still no model, still serving.
     for k, garbage in enumerate(GARBAGE, start=1):
@@ -143,9 +167,14 @@ def test_panda_loads_and_a_bad_description_keeps_it(env):
     assert_log_grows_with(env, "invalid URDF", failures + 1)
     assert "still using robot 'panda'" in env.node.log()
     q = np.array([0.2, -0.3, 0.1, -2.0, 0.3, 1.5, 0.4, 0.01])
-    fk = env.call(ComputeFK, "compute_fk", ComputeFK.Request(
-        robot_state=JointState(name=PANDA_JOINTS, position=q.tolist()),
-        link_names=["panda_hand"]))
+    fk = env.call(
+        ComputeFK,
+        "compute_fk",
+        ComputeFK.Request(
+            robot_state=JointState(name=PANDA_JOINTS, position=q.tolist()),
+            link_names=["panda_hand"],
+        ),
+    )
     assert fk.error_code.val == ErrorCode.SUCCESS, fk.message
     expected = ref.reference_fk(PANDA_MODEL, q, PANDA_JOINTS)["panda_hand"]
     p_err, r_err = ref.pose_errors(expected, msg_matrix(fk.poses[0].pose))
@@ -192,9 +221,14 @@ def test_swap_to_ur5_while_a_panda_batch_runs(env):
     # panda_link0 does not exist in it).
     assert "base_frame 'panda_link0' is not a link of robot" in env.node.log()
     q = np.array([0.3, -1.2, 1.4, -0.8, 1.2, 0.5])
-    fk = env.call(ComputeFK, "compute_fk", ComputeFK.Request(
-        robot_state=JointState(name=UR5_JOINTS, position=q.tolist()),
-        link_names=["tool0", "wrist_2_link"]))
+    fk = env.call(
+        ComputeFK,
+        "compute_fk",
+        ComputeFK.Request(
+            robot_state=JointState(name=UR5_JOINTS, position=q.tolist()),
+            link_names=["tool0", "wrist_2_link"],
+        ),
+    )
     assert fk.error_code.val == ErrorCode.SUCCESS, fk.message
     expected = ref.reference_fk(UR5_MODEL, q, UR5_JOINTS)
     for link, pose in zip(fk.link_names, fk.poses):
@@ -203,18 +237,29 @@ def test_swap_to_ur5_while_a_panda_batch_runs(env):
         assert p_err < 1e-5 and r_err < 1e-5, link
 
     target = expected["tool0"]
-    ik = env.call(SolveIK, "solve_ik", SolveIK.Request(
-        objectives=[IKObjective(type=IKObjective.POSE, link="tool0",
-                                target=pose_stamped(target, "world"))],
-        seed=JointState(name=UR5_JOINTS, position=(q + 0.2).tolist())))
+    ik = env.call(
+        SolveIK,
+        "solve_ik",
+        SolveIK.Request(
+            objectives=[
+                IKObjective(
+                    type=IKObjective.POSE, link="tool0", target=pose_stamped(target, "world")
+                )
+            ],
+            seed=JointState(name=UR5_JOINTS, position=(q + 0.2).tolist()),
+        ),
+    )
     assert ik.success, ik.message
     assert list(ik.solution.name) == UR5_JOINTS
     got = ref.reference_fk(UR5_MODEL, np.asarray(ik.solution.position), UR5_JOINTS)["tool0"]
     p_err, r_err = ref.pose_errors(target, got)
     assert p_err <= 1.1e-3 and r_err <= math.radians(1) + 1e-3
 
-    stale = env.call(SolveIK, "solve_ik", SolveIK.Request(
-        objectives=[IKObjective(type=IKObjective.POSE, link="panda_hand")]))
+    stale = env.call(
+        SolveIK,
+        "solve_ik",
+        SolveIK.Request(objectives=[IKObjective(type=IKObjective.POSE, link="panda_hand")]),
+    )
     assert stale.success is False and stale.error_code.val == ErrorCode.UNKNOWN_LINK
     assert "panda_hand" in stale.message and "ur5" in stale.message
     assert env.node.alive()

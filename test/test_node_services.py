@@ -53,12 +53,15 @@ def fk(q) -> dict[str, np.ndarray]:
 
 def matrix_to_xyzw(rot: np.ndarray) -> tuple[float, float, float, float]:
     w = math.sqrt(max(0.0, 1 + rot[0, 0] + rot[1, 1] + rot[2, 2])) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2,
-                      rot[2, 1] - rot[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2,
-                      rot[0, 2] - rot[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2,
-                      rot[1, 0] - rot[0, 1])
+    x = math.copysign(
+        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
+    )
+    y = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
+    )
+    z = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
+    )
     return x, y, z, w
 
 
@@ -114,27 +117,37 @@ def node(tmp_path_factory):
     work = tmp_path_factory.mktemp("node_services")
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
     env = IsolatedNode(
-        "test_node_services", work,
-        ["--params-file", str(CONFIG), "-p", f"compilation_cache_dir:={cache}",
-         "-p", "warmup_batch_sizes:=[16]"],
+        "test_node_services",
+        work,
+        [
+            "--params-file",
+            str(CONFIG),
+            "-p",
+            f"compilation_cache_dir:={cache}",
+            "-p",
+            "warmup_batch_sizes:=[16]",
+        ],
     )
     try:
         session = env.session.node
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
         description = session.create_publisher(String, "/robot_description", latched)
         description.publish(String(data=URDF))
         states = session.create_publisher(JointState, "/joint_states", 10)
         names = [*JOINTS, "panda_finger_joint2"]  # a mimic joint too, as real drivers send
         values = [*STATE.tolist(), float(STATE[-1])]
-        session.create_timer(0.05, lambda: states.publish(JointState(name=names,
-                                                                     position=values)))
+        session.create_timer(0.05, lambda: states.publish(JointState(name=names, position=values)))
         env.wait_ready("panda_hand")
         # /joint_states arrived when an FK without robot_state answers with STATE.
         deadline = time.monotonic() + 60
         while True:
-            response = env.call(ComputeFK, "compute_fk",
-                                ComputeFK.Request(link_names=["panda_hand"]))
+            response = env.call(
+                ComputeFK, "compute_fk", ComputeFK.Request(link_names=["panda_hand"])
+            )
             if response.error_code.val == ErrorCode.SUCCESS:
                 break
             assert time.monotonic() < deadline, response.message
@@ -162,8 +175,7 @@ def assert_serving(node):
 def test_compute_fk_all_links_match_reference(node):
     rng = np.random.default_rng(1)
     for q in random_q(rng, 3):
-        response = node.call(ComputeFK, "compute_fk",
-                             ComputeFK.Request(robot_state=joint_state(q)))
+        response = node.call(ComputeFK, "compute_fk", ComputeFK.Request(robot_state=joint_state(q)))
         assert response.error_code.val == ErrorCode.SUCCESS, response.message
         expected = fk(q)
         assert sorted(response.link_names) == sorted(expected)
@@ -174,8 +186,11 @@ def test_compute_fk_all_links_match_reference(node):
 
 
 def test_compute_fk_in_a_link_frame_and_default_state(node):
-    response = node.call(ComputeFK, "compute_fk", ComputeFK.Request(
-        link_names=["panda_hand", "panda_link2"], frame_id="panda_link3"))
+    response = node.call(
+        ComputeFK,
+        "compute_fk",
+        ComputeFK.Request(link_names=["panda_hand", "panda_link2"], frame_id="panda_link3"),
+    )
     assert response.error_code.val == ErrorCode.SUCCESS, response.message
     expected = fk(STATE)  # empty robot_state = the latest /joint_states
     to_link3 = np.linalg.inv(expected["panda_link3"])
@@ -188,9 +203,13 @@ def test_compute_fk_in_a_link_frame_and_default_state(node):
 def test_compute_fk_partial_state_is_completed_from_joint_states(node):
     q = STATE.copy()
     q[1] = 0.3
-    response = node.call(ComputeFK, "compute_fk", ComputeFK.Request(
-        link_names=["panda_hand"],
-        robot_state=JointState(name=["panda_joint2"], position=[0.3])))
+    response = node.call(
+        ComputeFK,
+        "compute_fk",
+        ComputeFK.Request(
+            link_names=["panda_hand"], robot_state=JointState(name=["panda_joint2"], position=[0.3])
+        ),
+    )
     p_err, r_err = ref.pose_errors(fk(q)["panda_hand"], msg_matrix(response.poses[0].pose))
     assert p_err < 1e-5 and r_err < 1e-5
 
@@ -223,8 +242,9 @@ def test_solve_ik_every_objective_type_together(node):
     """Targets taken from one configuration, so that all objectives can hold at once."""
     q_ref = np.array([0.4, -0.3, -0.2, -2.1, 0.3, 1.9, 0.2, 0.03])
     poses = fk(q_ref)
-    hand, link4, link6, link5, link3 = (poses[k] for k in (
-        "panda_hand", "panda_link4", "panda_link6", "panda_link5", "panda_link3"))
+    hand, link4, link6, link5, link3 = (
+        poses[k] for k in ("panda_hand", "panda_link4", "panda_link6", "panda_link5", "panda_link3")
+    )
     local = np.array([0.02, -0.01, 0.05])
     objectives = []
     # POSITION: a point on link4 (in link4's frame) at its place in the base frame.
@@ -291,8 +311,12 @@ def test_solve_ik_relative_objective(node):
     q_ref = np.array([-0.5, 0.2, 0.4, -1.8, -0.2, 2.2, -0.4, 0.01])
     poses = fk(q_ref)
     relative = np.linalg.inv(poses["panda_link3"]) @ poses["panda_hand"]
-    o = IKObjective(type=IKObjective.POSE, link="panda_hand", reference_link="panda_link3",
-                    target=pose_msg(relative))
+    o = IKObjective(
+        type=IKObjective.POSE,
+        link="panda_hand",
+        reference_link="panda_link3",
+        target=pose_msg(relative),
+    )
     response = solve(node, [o], seed=joint_state(np.clip(q_ref + 0.2, LOWER, UPPER)))
     assert response.success, response.message
     got = fk(q_of(response.solution))
@@ -306,8 +330,9 @@ def test_solve_ik_target_in_a_moving_link_frame_uses_fk_at_the_seed(node):
     in_base = fk(q_target)["panda_hand"]
     link2_at_seed = fk(seed)["panda_link2"]
     target = np.linalg.inv(link2_at_seed) @ in_base
-    response = solve(node, [pose_objective("panda_hand", target, frame="panda_link2")],
-                     seed=joint_state(seed))
+    response = solve(
+        node, [pose_objective("panda_hand", target, frame="panda_link2")], seed=joint_state(seed)
+    )
     assert response.success, response.message
     assert_pose_reached(q_of(response.solution), "panda_hand", in_base)
 
@@ -329,8 +354,9 @@ def test_solve_ik_active_joints(node):
     q_target[[1, 3]] += [0.2, -0.15]
     target = fk(q_target)["panda_hand"]
     o = pose_objective("panda_hand", target, kind=IKObjective.POSITION)
-    response = solve(node, [o], seed=joint_state(STATE),
-                     active_joints=["panda_joint2", "panda_joint4"])
+    response = solve(
+        node, [o], seed=joint_state(STATE), active_joints=["panda_joint2", "panda_joint4"]
+    )
     assert response.success, response.message
     q = q_of(response.solution)
     moved = np.flatnonzero(np.abs(q - STATE) > 1e-6)
@@ -342,16 +368,18 @@ def test_solve_ik_unreachable_target_reports_no_solution(node):
     far = np.eye(4)
     far[:3, 3] = [2.5, 0.0, 0.5]  # beyond the Panda's reach
     start = time.monotonic()
-    response = solve(node, [pose_objective("panda_hand", far)], max_restarts=2,
-                     timeout=_duration(30.0))
+    response = solve(
+        node, [pose_objective("panda_hand", far)], max_restarts=2, timeout=_duration(30.0)
+    )
     assert not response.success
     assert response.error_code.val == ErrorCode.NO_SOLUTION, response.message
     assert "no solution" in response.message
     assert_within_limits(q_of(response.solution))  # the best configuration found
     assert response.position_errors[0] > 1.0
     # With a tiny timeout the restarts are cut: TIMEOUT (never asserting on durations here).
-    response = solve(node, [pose_objective("panda_hand", far)], max_restarts=50,
-                     timeout=_duration(1e-6))
+    response = solve(
+        node, [pose_objective("panda_hand", far)], max_restarts=50, timeout=_duration(1e-6)
+    )
     assert not response.success
     assert response.error_code.val == ErrorCode.TIMEOUT, response.message
     assert time.monotonic() > start  # (no timing assertion on this shared machine)
@@ -376,8 +404,11 @@ def test_solve_ik_batch_matches_reference(node):
         t = fk(q)["panda_hand"]
         targets.append(t)
         # every third target is given in panda_link2's frame (at the seed)
-        request.targets.append(pose_msg(np.linalg.inv(link2) @ t, "panda_link2") if i % 3 == 0
-                               else pose_msg(t, "panda_link0" if i % 3 == 1 else ""))
+        request.targets.append(
+            pose_msg(np.linalg.inv(link2) @ t, "panda_link2")
+            if i % 3 == 0
+            else pose_msg(t, "panda_link0" if i % 3 == 1 else "")
+        )
     response = node.call(SolveIKBatch, "solve_ik_batch", request)
     assert response.error_code.val == ErrorCode.SUCCESS, response.message
     assert len(response.solutions) == len(response.success) == len(qs)
@@ -440,6 +471,7 @@ def _set(path, value):
         for name in parents:
             target = getattr(target, name)
         setattr(target, last, value)
+
     return apply
 
 
@@ -455,37 +487,64 @@ def _zero_quaternion(objective):
 IK_CASES = {
     "unknown link": (_ik(o_link="panda_link99"), ErrorCode.UNKNOWN_LINK, "panda_link99"),
     "unknown reference_link": (_ik(o_reference_link="nope"), ErrorCode.UNKNOWN_LINK, "nope"),
-    "unknown frame": (_ik(o_=_set("target.header.frame_id", "map")), ErrorCode.UNKNOWN_FRAME,
-                      "map"),
-    "NaN position": (_ik(o_=_set("target.pose.position.x", math.nan)), ErrorCode.INVALID_POSE,
-                     "NaN"),
-    "inf orientation": (_ik(o_=_set("target.pose.orientation.y", math.inf)),
-                        ErrorCode.INVALID_POSE, "NaN or infinite"),
+    "unknown frame": (
+        _ik(o_=_set("target.header.frame_id", "map")),
+        ErrorCode.UNKNOWN_FRAME,
+        "map",
+    ),
+    "NaN position": (
+        _ik(o_=_set("target.pose.position.x", math.nan)),
+        ErrorCode.INVALID_POSE,
+        "NaN",
+    ),
+    "inf orientation": (
+        _ik(o_=_set("target.pose.orientation.y", math.inf)),
+        ErrorCode.INVALID_POSE,
+        "NaN or infinite",
+    ),
     "zero quaternion": (_ik(o_=_zero_quaternion), ErrorCode.INVALID_POSE, "zero quaternion"),
     "no objectives": (SolveIK.Request(), ErrorCode.INVALID_REQUEST, "no objectives"),
     "empty link": (_ik(o_link=""), ErrorCode.INVALID_REQUEST, "link is empty"),
     "unknown objective type": (_ik(o_type=42), ErrorCode.INVALID_REQUEST, "unknown objective"),
     "zero hinge axis": (_ik(o_type=IKObjective.HINGE), ErrorCode.INVALID_REQUEST, "axis"),
     "negative weight": (_ik(o_position_weight=-1.0), ErrorCode.INVALID_REQUEST, "weight"),
-    "unknown active joint": (_ik(active_joints=["panda_joint1", "elbow"]),
-                             ErrorCode.UNKNOWN_JOINT, "elbow"),
+    "unknown active joint": (
+        _ik(active_joints=["panda_joint1", "elbow"]),
+        ErrorCode.UNKNOWN_JOINT,
+        "elbow",
+    ),
     "seed names/positions mismatch": (
         _ik(seed=JointState(name=["panda_joint1", "panda_joint2"], position=[0.1])),
-        ErrorCode.INVALID_JOINT_STATE, "2 names but 1 positions"),
-    "seed NaN": (_ik(seed=JointState(name=["panda_joint1"], position=[math.nan])),
-                 ErrorCode.INVALID_JOINT_STATE, "NaN"),
-    "seed outside limits": (_ik(seed=JointState(name=["panda_joint4"], position=[1.0])),
-                            ErrorCode.INVALID_JOINT_STATE, "limits"),
-    "seed unknown joint": (_ik(seed=JointState(name=["shoulder_pan_joint"], position=[0.0])),
-                           ErrorCode.UNKNOWN_JOINT, "shoulder_pan_joint"),
-    "negative max_deviation": (_ik(max_deviation=-0.1), ErrorCode.INVALID_REQUEST,
-                               "max_deviation"),
-    "NaN tolerance": (_ik(position_tolerance=math.nan), ErrorCode.INVALID_REQUEST,
-                      "position_tolerance"),
+        ErrorCode.INVALID_JOINT_STATE,
+        "2 names but 1 positions",
+    ),
+    "seed NaN": (
+        _ik(seed=JointState(name=["panda_joint1"], position=[math.nan])),
+        ErrorCode.INVALID_JOINT_STATE,
+        "NaN",
+    ),
+    "seed outside limits": (
+        _ik(seed=JointState(name=["panda_joint4"], position=[1.0])),
+        ErrorCode.INVALID_JOINT_STATE,
+        "limits",
+    ),
+    "seed unknown joint": (
+        _ik(seed=JointState(name=["shoulder_pan_joint"], position=[0.0])),
+        ErrorCode.UNKNOWN_JOINT,
+        "shoulder_pan_joint",
+    ),
+    "negative max_deviation": (_ik(max_deviation=-0.1), ErrorCode.INVALID_REQUEST, "max_deviation"),
+    "NaN tolerance": (
+        _ik(position_tolerance=math.nan),
+        ErrorCode.INVALID_REQUEST,
+        "position_tolerance",
+    ),
     "max_restarts < -1": (_ik(max_restarts=-5), ErrorCode.INVALID_REQUEST, "max_restarts"),
     "relative target in another frame": (
         _ik(o_reference_link="panda_link3", o_=_set("target.header.frame_id", "panda_link2")),
-        ErrorCode.INVALID_REQUEST, "reference_link"),
+        ErrorCode.INVALID_REQUEST,
+        "reference_link",
+    ),
 }
 
 
@@ -500,8 +559,7 @@ def test_solve_ik_bad_input(node, case):
 
 
 def _batch(**changes):
-    request = SolveIKBatch.Request(link="panda_hand",
-                                   targets=[pose_msg(fk(STATE)["panda_hand"])])
+    request = SolveIKBatch.Request(link="panda_hand", targets=[pose_msg(fk(STATE)["panda_hand"])])
     for key, value in changes.items():
         value(request) if callable(value) else setattr(request, key, value)
     return request
@@ -511,18 +569,36 @@ BATCH_CASES = {
     "no targets": (_batch(targets=[]), ErrorCode.INVALID_REQUEST, "no targets"),
     "empty link": (_batch(link=""), ErrorCode.INVALID_REQUEST, "link"),
     "unknown link": (_batch(link="tool0"), ErrorCode.UNKNOWN_LINK, "tool0"),
-    "NaN target": (_batch(x=lambda r: setattr(r.targets[0].pose.position, "y", math.nan)),
-                   ErrorCode.INVALID_POSE, "targets[0]"),
-    "zero quaternion": (_batch(x=lambda r: _zero_orientation(r.targets[0])),
-                        ErrorCode.INVALID_POSE, "zero quaternion"),
-    "unknown frame": (_batch(x=lambda r: setattr(r.targets[0].header, "frame_id", "odom")),
-                      ErrorCode.UNKNOWN_FRAME, "odom"),
-    "seed mismatch": (_batch(seed=JointState(name=["panda_joint1"], position=[])),
-                      ErrorCode.INVALID_JOINT_STATE, "1 names but 0 positions"),
-    "unknown active joint": (_batch(active_joints=["wrist_1_joint"]), ErrorCode.UNKNOWN_JOINT,
-                             "wrist_1_joint"),
-    "negative orientation weight": (_batch(orientation_weight=-1.0), ErrorCode.INVALID_REQUEST,
-                                    "orientation_weight"),
+    "NaN target": (
+        _batch(x=lambda r: setattr(r.targets[0].pose.position, "y", math.nan)),
+        ErrorCode.INVALID_POSE,
+        "targets[0]",
+    ),
+    "zero quaternion": (
+        _batch(x=lambda r: _zero_orientation(r.targets[0])),
+        ErrorCode.INVALID_POSE,
+        "zero quaternion",
+    ),
+    "unknown frame": (
+        _batch(x=lambda r: setattr(r.targets[0].header, "frame_id", "odom")),
+        ErrorCode.UNKNOWN_FRAME,
+        "odom",
+    ),
+    "seed mismatch": (
+        _batch(seed=JointState(name=["panda_joint1"], position=[])),
+        ErrorCode.INVALID_JOINT_STATE,
+        "1 names but 0 positions",
+    ),
+    "unknown active joint": (
+        _batch(active_joints=["wrist_1_joint"]),
+        ErrorCode.UNKNOWN_JOINT,
+        "wrist_1_joint",
+    ),
+    "negative orientation weight": (
+        _batch(orientation_weight=-1.0),
+        ErrorCode.INVALID_REQUEST,
+        "orientation_weight",
+    ),
 }
 
 
@@ -537,16 +613,27 @@ def test_solve_ik_batch_bad_input(node, case):
 
 
 FK_CASES = {
-    "unknown link": (ComputeFK.Request(link_names=["panda_hand", "base_link"]),
-                     ErrorCode.UNKNOWN_LINK, "base_link"),
+    "unknown link": (
+        ComputeFK.Request(link_names=["panda_hand", "base_link"]),
+        ErrorCode.UNKNOWN_LINK,
+        "base_link",
+    ),
     "unknown frame": (ComputeFK.Request(frame_id="world"), ErrorCode.UNKNOWN_FRAME, "world"),
-    "state mismatch": (ComputeFK.Request(robot_state=JointState(name=[], position=[0.1])),
-                       ErrorCode.INVALID_JOINT_STATE, "0 names but 1 positions"),
-    "state unknown joint": (ComputeFK.Request(robot_state=JointState(name=["j"], position=[0.0])),
-                            ErrorCode.UNKNOWN_JOINT, "not actuated joints"),
-    "state inf": (ComputeFK.Request(robot_state=JointState(name=["panda_joint1"],
-                                                           position=[math.inf])),
-                  ErrorCode.INVALID_JOINT_STATE, "NaN or infinite"),
+    "state mismatch": (
+        ComputeFK.Request(robot_state=JointState(name=[], position=[0.1])),
+        ErrorCode.INVALID_JOINT_STATE,
+        "0 names but 1 positions",
+    ),
+    "state unknown joint": (
+        ComputeFK.Request(robot_state=JointState(name=["j"], position=[0.0])),
+        ErrorCode.UNKNOWN_JOINT,
+        "not actuated joints",
+    ),
+    "state inf": (
+        ComputeFK.Request(robot_state=JointState(name=["panda_joint1"], position=[math.inf])),
+        ErrorCode.INVALID_JOINT_STATE,
+        "NaN or infinite",
+    ),
 }
 
 
@@ -576,11 +663,16 @@ def test_parameters_are_declared_documented_and_loaded_from_the_yaml(node):
 
     values = yaml.safe_load(CONFIG.read_text())["pyroki_ros_node"]["ros__parameters"]
     names = sorted(values)
-    described = node.call(DescribeParameters, "describe_parameters",
-                          DescribeParameters.Request(names=names))
-    kinds = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
-             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING,
-             list: ParameterType.PARAMETER_INTEGER_ARRAY}
+    described = node.call(
+        DescribeParameters, "describe_parameters", DescribeParameters.Request(names=names)
+    )
+    kinds = {
+        bool: ParameterType.PARAMETER_BOOL,
+        int: ParameterType.PARAMETER_INTEGER,
+        float: ParameterType.PARAMETER_DOUBLE,
+        str: ParameterType.PARAMETER_STRING,
+        list: ParameterType.PARAMETER_INTEGER_ARRAY,
+    }
     for name, descriptor in zip(names, described.descriptors):
         assert descriptor.name == name
         assert len(descriptor.description) > 20, name
@@ -590,15 +682,22 @@ def test_parameters_are_declared_documented_and_loaded_from_the_yaml(node):
     for name, value in zip(names, got.values):
         if name in overridden:
             continue
-        actual = {ParameterType.PARAMETER_INTEGER: value.integer_value,
-                  ParameterType.PARAMETER_DOUBLE: value.double_value,
-                  ParameterType.PARAMETER_STRING: value.string_value}.get(value.type)
+        actual = {
+            ParameterType.PARAMETER_INTEGER: value.integer_value,
+            ParameterType.PARAMETER_DOUBLE: value.double_value,
+            ParameterType.PARAMETER_STRING: value.string_value,
+        }.get(value.type)
         assert actual == values[name], name
 
     def set_string(name, text):
-        request = SetParameters.Request(parameters=[Parameter(
-            name=name, value=ParameterValue(type=ParameterType.PARAMETER_STRING,
-                                            string_value=text))])
+        request = SetParameters.Request(
+            parameters=[
+                Parameter(
+                    name=name,
+                    value=ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=text),
+                )
+            ]
+        )
         return node.call(SetParameters, "set_parameters", request).results[0]
 
     result = set_string("tip_link", "no_such_link")

@@ -45,9 +45,11 @@ TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 
 
 def velocity_limits() -> np.ndarray:
-    limits = {j.get("name"): float(j.find("limit").get("velocity"))
-              for j in ET.fromstring(URDF).iter("joint")
-              if j.find("limit") is not None and j.find("limit").get("velocity")}
+    limits = {
+        j.get("name"): float(j.find("limit").get("velocity"))
+        for j in ET.fromstring(URDF).iter("joint")
+        if j.find("limit") is not None and j.find("limit").get("velocity")
+    }
     return np.array([limits[name] for name in JOINTS])
 
 
@@ -60,12 +62,15 @@ def fk(q):
 
 def matrix_to_xyzw(rot):
     w = math.sqrt(max(0.0, 1 + np.trace(rot))) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2,
-                      rot[2, 1] - rot[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2,
-                      rot[0, 2] - rot[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2,
-                      rot[1, 0] - rot[0, 1])
+    x = math.copysign(
+        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
+    )
+    y = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
+    )
+    z = math.copysign(
+        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
+    )
     return x, y, z, w
 
 
@@ -116,29 +121,45 @@ def teleop(tmp_path_factory):
     work = tmp_path_factory.mktemp("node_teleop")
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
     env = IsolatedNode(
-        "test_node_teleop", work,
-        ["--params-file", str(CONFIG), "-p", f"compilation_cache_dir:={cache}",
-         "-p", "warmup_batch_sizes:=[]"],
+        "test_node_teleop",
+        work,
+        [
+            "--params-file",
+            str(CONFIG),
+            "-p",
+            f"compilation_cache_dir:={cache}",
+            "-p",
+            "warmup_batch_sizes:=[]",
+        ],
     )
     try:
         node = env.session.node
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
         description = node.create_publisher(String, "/robot_description", latched)
         description.publish(String(data=URDF))
         states = node.create_publisher(JointState, "/joint_states", 10)
-        node.create_timer(0.05, lambda: states.publish(
-            JointState(name=list(JOINTS), position=STATE.tolist())))
+        node.create_timer(
+            0.05, lambda: states.publish(JointState(name=list(JOINTS), position=STATE.tolist()))
+        )
         recorder = Recorder()
         node.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, recorder, 100)
         env.goal_pose = node.create_publisher(PoseStamped, f"{NODE}/goal_pose", 10)
         env.goal = node.create_publisher(MultiLinkGoal, f"{NODE}/goal", 10)
         env.recorder = recorder
         env.wait_ready("panda_hand", joint="panda_joint1")
-        wait_until(lambda: env.goal_pose.get_subscription_count() > 0
-                   and env.goal.get_subscription_count() > 0
-                   and node.count_publishers(TRAJECTORY_TOPIC) > 0,
-                   60, what="teleop topics matched")
+        wait_until(
+            lambda: (
+                env.goal_pose.get_subscription_count() > 0
+                and env.goal.get_subscription_count() > 0
+                and node.count_publishers(TRAJECTORY_TOPIC) > 0
+            ),
+            60,
+            what="teleop topics matched",
+        )
         yield env
     finally:
         env.close()
@@ -164,8 +185,9 @@ def run_until_reached(env, first_index, target, timeout=120.0) -> list[JointTraj
     except TimeoutError:
         messages = env.recorder.since(first_index)
         last = messages[-1].points[0].positions if messages else None
-        pytest.fail(f"goal not reached: {len(messages)} steps, last {last}\n"
-                    f"{env.node.log()[-3000:]}")
+        pytest.fail(
+            f"goal not reached: {len(messages)} steps, last {last}\n{env.node.log()[-3000:]}"
+        )
     return env.recorder.since(first_index)
 
 

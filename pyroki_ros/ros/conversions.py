@@ -202,9 +202,7 @@ def wxyz_xyz_to_pose(a) -> Pose:
     a = np.asarray(a, np.float64)
     x, y, z, w = wxyz_to_xyzw(a[:4]).tolist()
     px, py, pz = a[4:7].tolist()
-    return Pose(
-        position=Point(x=px, y=py, z=pz), orientation=Quaternion(x=x, y=y, z=z, w=w)
-    )
+    return Pose(position=Point(x=px, y=py, z=pz), orientation=Quaternion(x=x, y=y, z=z, w=w))
 
 
 def joint_state(names: Iterable[str], q, stamp=None) -> JointState:

@@ -21,9 +21,15 @@ import numpy as np
 NODE = "/pyroki_ros_node"
 # A comfortable Panda configuration ("ready" pose), actuated joint order of panda.urdf.
 READY = {
-    "panda_joint1": 0.0, "panda_joint2": -0.785, "panda_joint3": 0.0, "panda_joint4": -2.356,
-    "panda_joint5": 0.0, "panda_joint6": 1.571, "panda_joint7": 0.785,
-    "panda_finger_joint1": 0.02, "panda_finger_joint2": 0.02,
+    "panda_joint1": 0.0,
+    "panda_joint2": -0.785,
+    "panda_joint3": 0.0,
+    "panda_joint4": -2.356,
+    "panda_joint5": 0.0,
+    "panda_joint6": 1.571,
+    "panda_joint7": 0.785,
+    "panda_finger_joint1": 0.02,
+    "panda_finger_joint2": 0.02,
 }
 DOWN_XYZW = (1.0, 0.0, 0.0, 0.0)  # 180 deg about x: the hand's z axis points down
 
@@ -38,8 +44,10 @@ def _q(values) -> str:
 
 def _pose(pose) -> str:
     p, o = pose.position, pose.orientation
-    return (f"xyz ({p.x:+.3f}, {p.y:+.3f}, {p.z:+.3f}) m, "
-            f"xyzw ({o.x:+.3f}, {o.y:+.3f}, {o.z:+.3f}, {o.w:+.3f})")
+    return (
+        f"xyz ({p.x:+.3f}, {p.y:+.3f}, {p.z:+.3f}) m, "
+        f"xyzw ({o.x:+.3f}, {o.y:+.3f}, {o.z:+.3f}, {o.w:+.3f})"
+    )
 
 
 class _Out:
@@ -47,8 +55,10 @@ class _Out:
         self.start = time.perf_counter()
 
     def section(self, title: str) -> None:
-        print(f"\n== {title} " + "=" * max(0, 70 - len(title)) + f" [t = {self.elapsed():.1f} s]",
-              flush=True)
+        print(
+            f"\n== {title} " + "=" * max(0, 70 - len(title)) + f" [t = {self.elapsed():.1f} s]",
+            flush=True,
+        )
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -84,8 +94,9 @@ def run(timeout: float = 150.0) -> int:
         ros_args += ["-p", "base_frame:=panda_link0", "-p", "tip_link:=panda_hand"]
 
     out.section("pyroki_ros demo: bundled Franka Panda")
-    out.line(f"ROS_DOMAIN_ID={domain_id}  ROS_AUTOMATIC_DISCOVERY_RANGE={discovery}  "
-             f"logs: {log_dir}")
+    out.line(
+        f"ROS_DOMAIN_ID={domain_id}  ROS_AUTOMATIC_DISCOVERY_RANGE={discovery}  logs: {log_dir}"
+    )
     node = NodeProcess(ros_args, env, log_dir / "node.log")
     out.line(f"node: {' '.join(node.command)}  (pid {node.pid})")
     failures: list[str] = []
@@ -133,8 +144,11 @@ class _Demo:
 
         s, out = self.s, self.out
         node = s.node
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        latched = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
         description = node.create_publisher(String, "/robot_description", latched)
         description.publish(String(data=self.urdf))
         joint_states = node.create_publisher(JointState, "/joint_states", 10)
@@ -154,17 +168,23 @@ class _Demo:
                 self.trajectories.append((time.perf_counter(), msg))
 
         node.create_subscription(
-            JointTrajectory, "/joint_trajectory_controller/joint_trajectory", on_trajectory, 100)
+            JointTrajectory, "/joint_trajectory_controller/joint_trajectory", on_trajectory, 100
+        )
         self.goal_pub = node.create_publisher(PoseStamped, f"{NODE}/goal_pose", 10)
-        out.line("published the URDF on /robot_description (transient local) and /joint_states "
-                 "at 20 Hz (the 'ready' pose)")
+        out.line(
+            "published the URDF on /robot_description (transient local) and /joint_states "
+            "at 20 Hz (the 'ready' pose)"
+        )
 
         self.fk = s.client(ComputeFK, f"{NODE}/compute_fk", wait=self.timeout, node=self.node)
         self.ik = s.client(SolveIK, f"{NODE}/solve_ik", wait=self.timeout, node=self.node)
-        self.batch = s.client(SolveIKBatch, f"{NODE}/solve_ik_batch", wait=self.timeout,
-                              node=self.node)
-        out.line(f"services up after {out.elapsed():.1f} s; waiting for the model (compilation; "
-                 "cached for the next run) ...")
+        self.batch = s.client(
+            SolveIKBatch, f"{NODE}/solve_ik_batch", wait=self.timeout, node=self.node
+        )
+        out.line(
+            f"services up after {out.elapsed():.1f} s; waiting for the model (compilation; "
+            "cached for the next run) ..."
+        )
         self.wait_for_model()
         self.compute_fk()
         self.solve_pose()
@@ -204,7 +224,8 @@ class _Demo:
 
         self.out.section("~/compute_fk: where is the hand now?")
         response, rtt = self.call(
-            self.fk, ComputeFK.Request(link_names=["panda_hand", "panda_hand_tcp", "panda_link4"]))
+            self.fk, ComputeFK.Request(link_names=["panda_hand", "panda_hand_tcp", "panda_link4"])
+        )
         self.check(response.error_code.val == 1, f"compute_fk failed: {response.message}")
         for name, pose in zip(response.link_names, response.poses):
             self.out.line(f"  {name:15s} in {pose.header.frame_id}: {_pose(pose.pose)}")
@@ -236,9 +257,13 @@ class _Demo:
         self.out.section("~/solve_ik: two objectives (HINGE + PLANE)")
         # Targets taken from another configuration, so both are reachable together.
         other = dict(READY, panda_joint1=0.5, panda_joint2=-0.3, panda_joint4=-2.0)
-        response, _ = self.call(self.fk, ComputeFK.Request(
-            robot_state=JointState(name=list(other), position=list(other.values())),
-            link_names=["panda_hand_tcp", "panda_link4"]))
+        response, _ = self.call(
+            self.fk,
+            ComputeFK.Request(
+                robot_state=JointState(name=list(other), position=list(other.values())),
+                link_names=["panda_hand_tcp", "panda_link4"],
+            ),
+        )
         tcp, elbow = (p.pose for p in response.poses)
         hinge = IKObjective(type=IKObjective.HINGE, link="panda_hand_tcp")
         hinge.target.pose.position = tcp.position
@@ -248,30 +273,42 @@ class _Demo:
         plane = IKObjective(type=IKObjective.PLANE, link="panda_link4", position_weight=0.5)
         plane.target.pose.position = elbow.position
         plane.axis.z = 1.0
-        self.out.line(f"  HINGE panda_hand_tcp: point ({tcp.position.x:+.3f}, "
-                      f"{tcp.position.y:+.3f}, {tcp.position.z:+.3f}), tool z axis along "
-                      f"({axis[0]:+.3f}, {axis[1]:+.3f}, {axis[2]:+.3f}), free spin about it")
+        self.out.line(
+            f"  HINGE panda_hand_tcp: point ({tcp.position.x:+.3f}, "
+            f"{tcp.position.y:+.3f}, {tcp.position.z:+.3f}), tool z axis along "
+            f"({axis[0]:+.3f}, {axis[1]:+.3f}, {axis[2]:+.3f}), free spin about it"
+        )
         self.out.line(f"  PLANE panda_link4 (elbow): stays at height z = {elbow.position.z:+.3f}")
         request = SolveIK.Request(objectives=[hinge, plane])
         response, rtt = self.call(self.ik, request)
         self.report_ik(response, rtt)
         self.check(response.success, f"solve_ik (hinge + plane) failed: {response.message}")
-        self.out.line("  (a new objective structure: the first request compiles it, unless the "
-                      "compilation cache has it from an earlier run)")
+        self.out.line(
+            "  (a new objective structure: the first request compiles it, unless the "
+            "compilation cache has it from an earlier run)"
+        )
         again, rtt = self.call(self.ik, request)
-        self.out.line(f"  same request again: success {again.success}, solve "
-                      f"{_ms(again.solve_time)}, round trip {_ms(rtt)}")
+        self.out.line(
+            f"  same request again: success {again.success}, solve "
+            f"{_ms(again.solve_time)}, round trip {_ms(rtt)}"
+        )
 
     def report_ik(self, response, rtt: float) -> None:
-        self.out.line(f"  success {response.success} (error_code {response.error_code.val})"
-                      + (f": {response.message}" if response.message else ""))
+        self.out.line(
+            f"  success {response.success} (error_code {response.error_code.val})"
+            + (f": {response.message}" if response.message else "")
+        )
         self.out.line(f"  solution {_q(response.solution.position)}")
         self.out.line(f"           ({', '.join(response.solution.name)})")
-        errors = ", ".join(f"{p * 1e3:.3f} mm / {math.degrees(o):.3f} deg" for p, o in
-                          zip(response.position_errors, response.orientation_errors))
+        errors = ", ".join(
+            f"{p * 1e3:.3f} mm / {math.degrees(o):.3f} deg"
+            for p, o in zip(response.position_errors, response.orientation_errors)
+        )
         self.out.line(f"  errors per objective: {errors}")
-        self.out.line(f"  {response.iterations} iterations, solve {_ms(response.solve_time)}, "
-                      f"round trip {_ms(rtt)}")
+        self.out.line(
+            f"  {response.iterations} iterations, solve {_ms(response.solve_time)}, "
+            f"round trip {_ms(rtt)}"
+        )
 
     def solve_batch(self) -> None:
         from geometry_msgs.msg import PoseStamped
@@ -296,17 +333,24 @@ class _Demo:
         response, rtt = self.call(self.batch, request, timeout=self.timeout)
         self.check(response.error_code.val == 1, f"batch failed: {response.message}")
         success = np.array(response.success, bool)
-        self.out.line(f"  {success.sum()}/{len(success)} reachable within tolerance; "
-                      f"solve {_ms(response.solve_time)}, round trip {_ms(rtt)}")
+        self.out.line(
+            f"  {success.sum()}/{len(success)} reachable within tolerance; "
+            f"solve {_ms(response.solve_time)}, round trip {_ms(rtt)}"
+        )
         if rtt > response.solve_time + 1.0:
-            self.out.line("  (the round trip includes waiting for the node to finish compiling "
-                          "the 1024-target program, which it started when the model loaded)")
+            self.out.line(
+                "  (the round trip includes waiting for the node to finish compiling "
+                "the 1024-target program, which it started when the model loaded)"
+            )
             response, rtt = self.call(self.batch, request, timeout=self.timeout)
-            self.out.line(f"  same batch again: solve {_ms(response.solve_time)}, round trip "
-                          f"{_ms(rtt)} ({rtt / len(success) * 1e6:.0f} us per target)")
+            self.out.line(
+                f"  same batch again: solve {_ms(response.solve_time)}, round trip "
+                f"{_ms(rtt)} ({rtt / len(success) * 1e6:.0f} us per target)"
+            )
         layers = success.reshape(10, 100).sum(axis=1)
-        self.out.line("  reachable per height: " + ", ".join(
-            f"z={z:.2f}: {n}" for z, n in zip(zs, layers)))
+        self.out.line(
+            "  reachable per height: " + ", ".join(f"z={z:.2f}: {n}" for z, n in zip(zs, layers))
+        )
         self.check(success.sum() > 300, "fewer than 300 of 1000 grid poses reachable")
 
     def teleop(self) -> None:
@@ -316,8 +360,10 @@ class _Demo:
         rate, seconds, radius = 30.0, 4.0, 0.10
         center = np.array([0.45, 0.0, 0.45])
         with_limits = _panda_velocity_limits(self.urdf)
-        self.out.line(f"  streaming {int(rate * seconds)} goals at {rate:.0f} Hz: circle r = "
-                      f"{radius:.2f} m around {center.tolist()} in the y-z plane, hand down")
+        self.out.line(
+            f"  streaming {int(rate * seconds)} goals at {rate:.0f} Hz: circle r = "
+            f"{radius:.2f} m around {center.tolist()} in the y-z plane, hand down"
+        )
         first_index = len(self.trajectories)
         start = time.perf_counter()
         for k in range(int(rate * seconds) + 1):
@@ -338,8 +384,10 @@ class _Demo:
             return
         t0, first = received[0]
         point = first.points[0]
-        self.out.line(f"  {len(received)} JointTrajectory messages on "
-                      "/joint_trajectory_controller/joint_trajectory; the first one:")
+        self.out.line(
+            f"  {len(received)} JointTrajectory messages on "
+            "/joint_trajectory_controller/joint_trajectory; the first one:"
+        )
         self.out.line(f"    joint_names: {list(first.joint_names)}")
         self.out.line(f"    points[0].positions: {_q(point.positions)}")
         dt = point.time_from_start.sec + 1e-9 * point.time_from_start.nanosec
@@ -374,9 +422,11 @@ class _Demo:
             solves.append(response.solve_time)
             ok += bool(response.success)
         rtts_ms, solves_ms = np.array(rtts) * 1e3, np.array(solves) * 1e3
-        self.out.line(f"  {ok}/30 solved; round trip median {statistics.median(rtts_ms):.1f} ms, "
-                      f"p90 {np.percentile(rtts_ms, 90):.1f} ms, max {rtts_ms.max():.1f} ms; "
-                      f"solver median {statistics.median(solves_ms):.1f} ms")
+        self.out.line(
+            f"  {ok}/30 solved; round trip median {statistics.median(rtts_ms):.1f} ms, "
+            f"p90 {np.percentile(rtts_ms, 90):.1f} ms, max {rtts_ms.max():.1f} ms; "
+            f"solver median {statistics.median(solves_ms):.1f} ms"
+        )
         self.out.line("  (this machine's load affects these numbers)")
 
 
@@ -401,8 +451,12 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="pyroki-ros demo", description=__doc__)
-    parser.add_argument("--timeout", type=float, default=150.0,
-                        help="give up waiting for the node after this many seconds")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=150.0,
+        help="give up waiting for the node after this many seconds",
+    )
     args = parser.parse_args(argv)
     return run(args.timeout)
 

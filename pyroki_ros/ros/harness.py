@@ -57,8 +57,12 @@ def reserve_domain_id(salt: str = "") -> DomainReservation:
     raise RuntimeError("no free ROS_DOMAIN_ID in 1..101")
 
 
-def ros_environment(domain_id: int | None, log_dir: str | os.PathLike,
-                    discovery: str = "LOCALHOST", base: dict | None = None) -> dict[str, str]:
+def ros_environment(
+    domain_id: int | None,
+    log_dir: str | os.PathLike,
+    discovery: str = "LOCALHOST",
+    base: dict | None = None,
+) -> dict[str, str]:
     """A copy of ``base`` (default os.environ) set for an isolated ROS 2 session."""
     env = dict(os.environ if base is None else base)
     if domain_id is not None:
@@ -95,8 +99,13 @@ def repo_config(robot: str) -> Path | None:
 class NodeProcess:
     """``pyroki_ros_node`` as a child process; use as a context manager."""
 
-    def __init__(self, ros_args: list[str], env: dict[str, str], log_path: str | os.PathLike,
-                 cwd: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        ros_args: list[str],
+        env: dict[str, str],
+        log_path: str | os.PathLike,
+        cwd: str | os.PathLike | None = None,
+    ):
         self.command = [*node_command(), "--ros-args", *ros_args]
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")  # noqa: SIM115 -- closed by stop()
@@ -134,8 +143,11 @@ class NodeProcess:
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGINT (a clean rclpy shutdown), then SIGTERM, then SIGKILL."""
         if self.proc.poll() is None:
-            for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0),
-                              (signal.SIGKILL, 5.0)):
+            for sig, wait in (
+                (signal.SIGINT, timeout),
+                (signal.SIGTERM, 5.0),
+                (signal.SIGKILL, 5.0),
+            ):
                 try:
                     self.proc.send_signal(sig)
                 except ProcessLookupError:
@@ -179,8 +191,11 @@ class RosSession:
 
         self._rclpy = rclpy
         self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain_id,
-                   signal_handler_options=SignalHandlerOptions.NO)
+        rclpy.init(
+            context=self.context,
+            domain_id=domain_id,
+            signal_handler_options=SignalHandlerOptions.NO,
+        )
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = MultiThreadedExecutor(num_threads=threads, context=self.context)
         self.executor.add_node(self.node)
@@ -240,16 +255,26 @@ class RosSession:
 
 
 NODE = "/pyroki_ros_node"
-_ENV_KEYS = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_LOCALHOST_ONLY",
-             "ROS_STATIC_PEERS")
+_ENV_KEYS = (
+    "ROS_DOMAIN_ID",
+    "ROS_AUTOMATIC_DISCOVERY_RANGE",
+    "ROS_LOG_DIR",
+    "ROS_LOCALHOST_ONLY",
+    "ROS_STATIC_PEERS",
+)
 
 
 class IsolatedNode:
     """Everything an end-to-end check needs, cleaned up by :meth:`close`: a reserved domain,
     this process's ROS environment pointed at it, the node subprocess and a client session."""
 
-    def __init__(self, name: str, work_dir: str | os.PathLike, ros_args: list[str],
-                 extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        work_dir: str | os.PathLike,
+        ros_args: list[str],
+        extra_env: dict[str, str] | None = None,
+    ):
         work_dir = Path(work_dir)
         work_dir.mkdir(parents=True, exist_ok=True)
         self.reservation = reserve_domain_id(name)
@@ -276,12 +301,14 @@ class IsolatedNode:
         """Client of ``/pyroki_ros_node/<service>``, created once and waited for."""
         if service not in self._clients:
             self._clients[service] = self.session.client(
-                srv_type, f"{NODE}/{service}", wait=wait, node=self.node)
+                srv_type, f"{NODE}/{service}", wait=wait, node=self.node
+            )
         return self._clients[service]
 
     def call(self, srv_type, service: str, request, timeout: float = 120.0):
-        return self.session.call(self.client(srv_type, service), request, timeout=timeout,
-                                 node=self.node)
+        return self.session.call(
+            self.client(srv_type, service), request, timeout=timeout, node=self.node
+        )
 
     def wait_ready(self, link: str, timeout: float = 240.0, joint: str | None = None):
         """Polls ~/compute_fk for ``link`` until it succeeds (model loaded and warmed up)."""
@@ -301,8 +328,10 @@ class IsolatedNode:
             if not self.node.alive():
                 raise RuntimeError(f"the node exited:\n{self.node.log()}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"link '{link}' not served after {timeout:.0f} s: "
-                                   f"{response.message}\n{self.node.log()[-3000:]}")
+                raise TimeoutError(
+                    f"link '{link}' not served after {timeout:.0f} s: "
+                    f"{response.message}\n{self.node.log()[-3000:]}"
+                )
             time.sleep(0.2)
 
     def close(self) -> None:

@@ -107,8 +107,11 @@ def default_tip(robot: Robot) -> str:
             continue
         chain = robot.ancestors(i)
         actuated = {robot.q_index[j] for j in chain if robot.q_index[j] >= 0}
-        revolute = {robot.q_index[j] for j in chain
-                    if robot.q_index[j] >= 0 and robot.joint_type[j] == REVOLUTE}
+        revolute = {
+            robot.q_index[j]
+            for j in chain
+            if robot.q_index[j] >= 0 and robot.joint_type[j] == REVOLUTE
+        }
         key = (len(revolute), -(len(actuated) - len(revolute)), i)
         if best_key is None or key > best_key:
             best, best_key = name, key
@@ -250,7 +253,8 @@ class LoadedModel:
         if state is not None and (len(state.name) or len(state.position)):
             given = joint_state_positions(state, what)
             unknown = [
-                n for n in given
+                n
+                for n in given
                 if n not in self._joint_index and n not in self.robot.mimic_joint_names
             ]
             if unknown:
@@ -278,7 +282,8 @@ class LoadedModel:
                 continue
             if value < self.lower[i] - LIMIT_MARGIN or value > self.upper[i] + LIMIT_MARGIN:
                 bad.append(
-                    f"{name} = {value:.4g} not in [{self.lower[i]:.4g}, {self.upper[i]:.4g}]")
+                    f"{name} = {value:.4g} not in [{self.lower[i]:.4g}, {self.upper[i]:.4g}]"
+                )
         if bad:
             raise RequestError(
                 ErrorCode.INVALID_JOINT_STATE,
@@ -357,8 +362,9 @@ class LoadedModel:
         position, wxyz = target[4:], target[:4]
         link = msg.link
         if kind == "POSE":
-            made = O.pose(link, target, reference=reference, position_weight=pw,
-                          orientation_weight=ow)
+            made = O.pose(
+                link, target, reference=reference, position_weight=pw, orientation_weight=ow
+            )
             if np.any(local_point != 0):
                 made = dataclasses.replace(made, local_point=local_point)
             return made
@@ -369,13 +375,35 @@ class LoadedModel:
         if kind == "POINT":  # the ray from local_point along local_axis through the target
             return O.aim(link, local_point, local_axis, position, reference=reference, weight=ow)
         if kind == "HINGE":
-            return O.hinge(link, local_point, local_axis, position, axis, reference=reference,
-                           position_weight=pw, orientation_weight=ow)
+            return O.hinge(
+                link,
+                local_point,
+                local_axis,
+                position,
+                axis,
+                reference=reference,
+                position_weight=pw,
+                orientation_weight=ow,
+            )
         if kind == "PLANE":
-            return O.plane(link, local_point, position, axis, reference=reference,
-                           position_weight=pw, orientation_weight=ow)
-        return O.line(link, local_point, position, axis, reference=reference,
-                      position_weight=pw, orientation_weight=ow)
+            return O.plane(
+                link,
+                local_point,
+                position,
+                axis,
+                reference=reference,
+                position_weight=pw,
+                orientation_weight=ow,
+            )
+        return O.line(
+            link,
+            local_point,
+            position,
+            axis,
+            reference=reference,
+            position_weight=pw,
+            orientation_weight=ow,
+        )
 
     def moving_joints(self, objectives) -> list[str] | None:
         """Actuated joints that move any objective's link or reference (None: all). The
@@ -435,8 +463,9 @@ class LoadedModel:
 
     def _solve(self, objectives, seed, **options) -> IKResult:
         """solver.solve, compiling each (structure, bucket) program at most once at a time."""
-        count = int(np.prod(np.broadcast_shapes(
-            np.shape(seed)[:-1], *(o.batch_shape for o in objectives))))
+        count = int(
+            np.prod(np.broadcast_shapes(np.shape(seed)[:-1], *(o.batch_shape for o in objectives)))
+        )
         key = (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
         if key in self._compiled:
             return self.solver.solve(objectives, seed=seed, **options)
@@ -477,8 +506,9 @@ class LoadedModel:
         calls; a call in progress is never interrupted."""
         start = time.perf_counter()
         deviation = max_deviation if max_deviation > 0 else np.inf
-        first = self._solve(objectives, seed, **self._options(
-            active, deviation, tolerances, iterations, iterations))
+        first = self._solve(
+            objectives, seed, **self._options(active, deviation, tolerances, iterations, iterations)
+        )
         result, spent, iterations_done = first, first.solve_seconds, int(first.iterations)
         timed_out = False
         if not first.success and restarts > 0:
@@ -493,8 +523,11 @@ class LoadedModel:
             if budget >= 1:
                 # Without a deviation box, restart 0 continues from the first attempt's answer.
                 seed2 = seed if max_deviation > 0 else first.q
-                second = self._solve(objectives, seed2, **self._options(
-                    active, deviation, tolerances, iterations, budget))
+                second = self._solve(
+                    objectives,
+                    seed2,
+                    **self._options(active, deviation, tolerances, iterations, budget),
+                )
                 spent += second.solve_seconds
                 iterations_done += int(second.iterations)
                 if second.success or _cost(second) <= _cost(first):
@@ -521,9 +554,14 @@ class LoadedModel:
                 f"orientation {np.round(result.orientation_error, 5).tolist()} rad"
             )
         return SolveOutcome(
-            q=result.q, success=result.success, position_error=result.position_error,
-            orientation_error=result.orientation_error, iterations=iterations_done,
-            solve_seconds=spent, code=code, message=message,
+            q=result.q,
+            success=result.success,
+            position_error=result.position_error,
+            orientation_error=result.orientation_error,
+            iterations=iterations_done,
+            solve_seconds=spent,
+            code=code,
+            message=message,
         )
 
     def solve_batch(
@@ -537,8 +575,11 @@ class LoadedModel:
         restarts: int = 8,
     ) -> IKResult:
         """One batched solver call; each problem gets ``iterations * (1 + restarts)``."""
-        return self._solve((objective,), seed, **self._options(
-            active, np.inf, tolerances, iterations, iterations * (1 + restarts)))
+        return self._solve(
+            (objective,),
+            seed,
+            **self._options(active, np.inf, tolerances, iterations, iterations * (1 + restarts)),
+        )
 
     def teleop_step(
         self,
@@ -551,8 +592,13 @@ class LoadedModel:
     ) -> tuple[np.ndarray, bool, IKResult]:
         """One velocity-limited step towards the goal: the solve stays in the box
         ``|q - start| <= step_limit`` (max_deviation), and the answer is clamped to it again."""
-        result = self._solve(objectives, start, **self._options(
-            self.moving_joints(objectives), step_limit, tolerances, iterations, iterations))
+        result = self._solve(
+            objectives,
+            start,
+            **self._options(
+                self.moving_joints(objectives), step_limit, tolerances, iterations, iterations
+            ),
+        )
         q = start + np.clip(result.q - start, -step_limit, step_limit)
         q = np.clip(q, self.lower, self.upper)
         return q, bool(result.success), result
@@ -564,8 +610,11 @@ class LoadedModel:
         start = time.perf_counter()
         frames = self.fk(self.middle)
         tip = frames[self.link_names.index(self.tip_link)]
-        self._solve((O.pose(self.tip_link, tip),), self.middle,
-                    **self._options(None, np.inf, (1e-3, 0.02), 1, 1))
+        self._solve(
+            (O.pose(self.tip_link, tip),),
+            self.middle,
+            **self._options(None, np.inf, (1e-3, 0.02), 1, 1),
+        )
         self.warm_up_seconds = time.perf_counter() - start
         return self.warm_up_seconds
 
@@ -579,8 +628,11 @@ class LoadedModel:
             if stop is not None and stop.is_set():
                 break
             targets = np.broadcast_to(tip, (size, 7))
-            self._solve((O.pose(link, targets),), self.middle,
-                        **self._options(None, np.inf, (1e-3, 0.02), 1, 1))
+            self._solve(
+                (O.pose(link, targets),),
+                self.middle,
+                **self._options(None, np.inf, (1e-3, 0.02), 1, 1),
+            )
         self.batch_warm_up_seconds = time.perf_counter() - start
         return self.batch_warm_up_seconds
 

@@ -84,8 +84,9 @@ DESCRIPTION_QOS = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
-GOAL_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.RELIABLE)
+GOAL_QOS = QoSProfile(
+    depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,64 +101,123 @@ class Param:
 
 PARAMETERS = (
     # --- robot model
-    Param("robot_description_topic", "/robot_description",
-          "Topic with the URDF (std_msgs/String, transient local, as robot_state_publisher "
-          "publishes it). A new description rebuilds the model. Ignored if urdf_file is set.",
-          read_only=True),
-    Param("urdf_file", "",
-          "Path of a URDF file to load at start instead of subscribing to "
-          "robot_description_topic (empty = use the topic).", read_only=True),
-    Param("joint_states_topic", "/joint_states",
-          "sensor_msgs/JointState topic with the current configuration (default IK seed, FK "
-          "state, teleop start).", read_only=True),
-    Param("base_frame", "",
-          "Frame of targets and FK poses whose frame_id is empty (a robot link; empty = the URDF "
-          "root link). If a new robot lacks it, the root link is used."),
-    Param("tip_link", "",
-          "Default link for ~/goal_pose teleop and the compiled-at-load pose objective (empty = "
-          "the end of the longest revolute chain). If a new robot lacks it, that default is "
-          "used."),
+    Param(
+        "robot_description_topic",
+        "/robot_description",
+        "Topic with the URDF (std_msgs/String, transient local, as robot_state_publisher "
+        "publishes it). A new description rebuilds the model. Ignored if urdf_file is set.",
+        read_only=True,
+    ),
+    Param(
+        "urdf_file",
+        "",
+        "Path of a URDF file to load at start instead of subscribing to "
+        "robot_description_topic (empty = use the topic).",
+        read_only=True,
+    ),
+    Param(
+        "joint_states_topic",
+        "/joint_states",
+        "sensor_msgs/JointState topic with the current configuration (default IK seed, FK "
+        "state, teleop start).",
+        read_only=True,
+    ),
+    Param(
+        "base_frame",
+        "",
+        "Frame of targets and FK poses whose frame_id is empty (a robot link; empty = the URDF "
+        "root link). If a new robot lacks it, the root link is used.",
+    ),
+    Param(
+        "tip_link",
+        "",
+        "Default link for ~/goal_pose teleop and the compiled-at-load pose objective (empty = "
+        "the end of the longest revolute chain). If a new robot lacks it, that default is "
+        "used.",
+    ),
     # --- IK solver
-    Param("position_tolerance", 1e-3,
-          "m; a solution succeeds when every position error is within this (request 0 = this).",
-          float_range=(1e-9, 1.0)),
-    Param("orientation_tolerance", math.radians(1.0),
-          "rad; a solution succeeds when every orientation error is within this.",
-          float_range=(1e-9, math.pi)),
-    Param("max_iterations", 100,
-          "Levenberg-Marquardt iterations per attempt (the seed attempt and each restart; also "
-          "per teleop step).", int_range=(1, 100000)),
-    Param("restarts", 8,
-          "Extra attempts from other start points when the seed attempt misses the tolerances "
-          "(SolveIK.max_restarts -1 = this; batches: per target).", int_range=(0, MAX_RESTARTS)),
-    Param("timeout", 0.1,
-          "s; default wall-clock budget of one ~/solve_ik request (0 = no limit). Checked "
-          "between solver calls; batches have no default budget.", float_range=(0.0, 3600.0)),
+    Param(
+        "position_tolerance",
+        1e-3,
+        "m; a solution succeeds when every position error is within this (request 0 = this).",
+        float_range=(1e-9, 1.0),
+    ),
+    Param(
+        "orientation_tolerance",
+        math.radians(1.0),
+        "rad; a solution succeeds when every orientation error is within this.",
+        float_range=(1e-9, math.pi),
+    ),
+    Param(
+        "max_iterations",
+        100,
+        "Levenberg-Marquardt iterations per attempt (the seed attempt and each restart; also "
+        "per teleop step).",
+        int_range=(1, 100000),
+    ),
+    Param(
+        "restarts",
+        8,
+        "Extra attempts from other start points when the seed attempt misses the tolerances "
+        "(SolveIK.max_restarts -1 = this; batches: per target).",
+        int_range=(0, MAX_RESTARTS),
+    ),
+    Param(
+        "timeout",
+        0.1,
+        "s; default wall-clock budget of one ~/solve_ik request (0 = no limit). Checked "
+        "between solver calls; batches have no default budget.",
+        float_range=(0.0, 3600.0),
+    ),
     # --- trajectories and teleoperation
-    Param("trajectory_topic", "/joint_trajectory_controller/joint_trajectory",
-          "trajectory_msgs/JointTrajectory output of teleop (one point per step).",
-          read_only=True),
-    Param("trajectory_num_steps", 50,
-          "Reserved for ~/plan_trajectory (not served by this version).", int_range=(2, 100000)),
-    Param("teleop_rate_hz", 50.0,
-          "Rate of the teleop solve loop; each output point is 1/rate s ahead.",
-          read_only=True, float_range=(0.1, 1000.0)),
-    Param("velocity_scaling", 0.5,
-          "Fraction of the URDF velocity limits a teleop step may use.",
-          float_range=(1e-6, 1.0)),
-    Param("acceleration_scaling", 0.5,
-          "Reserved for ~/plan_trajectory (not served by this version).",
-          float_range=(1e-6, 1.0)),
+    Param(
+        "trajectory_topic",
+        "/joint_trajectory_controller/joint_trajectory",
+        "trajectory_msgs/JointTrajectory output of teleop (one point per step).",
+        read_only=True,
+    ),
+    Param(
+        "trajectory_num_steps",
+        50,
+        "Reserved for ~/plan_trajectory (not served by this version).",
+        int_range=(2, 100000),
+    ),
+    Param(
+        "teleop_rate_hz",
+        50.0,
+        "Rate of the teleop solve loop; each output point is 1/rate s ahead.",
+        read_only=True,
+        float_range=(0.1, 1000.0),
+    ),
+    Param(
+        "velocity_scaling",
+        0.5,
+        "Fraction of the URDF velocity limits a teleop step may use.",
+        float_range=(1e-6, 1.0),
+    ),
+    Param(
+        "acceleration_scaling",
+        0.5,
+        "Reserved for ~/plan_trajectory (not served by this version).",
+        float_range=(1e-6, 1.0),
+    ),
     # --- compute
     Param("device", "auto", "JAX device for the solver: auto, cpu or gpu.", read_only=True),
-    Param("warmup_batch_sizes", [16, 128, 1024],
-          "~/solve_ik_batch sizes whose programs (tip pose objective) are compiled in the "
-          "background after a model loads (rounded up to the solver's buckets).",
-          read_only=True),
-    Param("compilation_cache_dir", "auto",
-          "Folder of the persistent compilation cache: compiled solvers are reused across "
-          "restarts (auto = $XDG_CACHE_HOME/pyroki_ros/xla, shared with the pyroki-ros CLI; "
-          "empty = off; ignored when JAX_COMPILATION_CACHE_DIR is set).", read_only=True),
+    Param(
+        "warmup_batch_sizes",
+        [16, 128, 1024],
+        "~/solve_ik_batch sizes whose programs (tip pose objective) are compiled in the "
+        "background after a model loads (rounded up to the solver's buckets).",
+        read_only=True,
+    ),
+    Param(
+        "compilation_cache_dir",
+        "auto",
+        "Folder of the persistent compilation cache: compiled solvers are reused across "
+        "restarts (auto = $XDG_CACHE_HOME/pyroki_ros/xla, shared with the pyroki-ros CLI; "
+        "empty = off; ignored when JAX_COMPILATION_CACHE_DIR is set).",
+        read_only=True,
+    ),
 )
 
 
@@ -192,35 +252,53 @@ class PyrokiRosNode(Node):
 
         p = self.get_parameter
         self._trajectory_pub = self.create_publisher(
-            JointTrajectory, p("trajectory_topic").value, 10)
+            JointTrajectory, p("trajectory_topic").value, 10
+        )
         self.create_subscription(
-            JointState, p("joint_states_topic").value, self._on_joint_state, 10,
-            callback_group=self._input_group)
+            JointState,
+            p("joint_states_topic").value,
+            self._on_joint_state,
+            10,
+            callback_group=self._input_group,
+        )
         self.create_subscription(
-            PoseStamped, "~/goal_pose", self._on_goal, GOAL_QOS, callback_group=self._input_group)
+            PoseStamped, "~/goal_pose", self._on_goal, GOAL_QOS, callback_group=self._input_group
+        )
         self.create_subscription(
-            MultiLinkGoal, "~/goal", self._on_goal, GOAL_QOS, callback_group=self._input_group)
-        self.create_service(SolveIK, "~/solve_ik", self._solve_ik,
-                            callback_group=self._service_group)
-        self.create_service(SolveIKBatch, "~/solve_ik_batch", self._solve_ik_batch,
-                            callback_group=self._service_group)
-        self.create_service(ComputeFK, "~/compute_fk", self._compute_fk,
-                            callback_group=self._service_group)
+            MultiLinkGoal, "~/goal", self._on_goal, GOAL_QOS, callback_group=self._input_group
+        )
+        self.create_service(
+            SolveIK, "~/solve_ik", self._solve_ik, callback_group=self._service_group
+        )
+        self.create_service(
+            SolveIKBatch,
+            "~/solve_ik_batch",
+            self._solve_ik_batch,
+            callback_group=self._service_group,
+        )
+        self.create_service(
+            ComputeFK, "~/compute_fk", self._compute_fk, callback_group=self._service_group
+        )
         self._teleop_timer = self.create_timer(
-            1.0 / p("teleop_rate_hz").value, self._teleop_tick, callback_group=self._teleop_group)
+            1.0 / p("teleop_rate_hz").value, self._teleop_tick, callback_group=self._teleop_group
+        )
 
         urdf_file = p("urdf_file").value
         if urdf_file:
             self._load_timer = self.create_timer(
-                0.0, self._load_urdf_file, callback_group=self._model_group)
+                0.0, self._load_urdf_file, callback_group=self._model_group
+            )
         else:
             self._description_seen = False
             self._subscribe_description()
             self._description_watchdog = self.create_timer(
-                DESCRIPTION_WATCHDOG_SECONDS, self._check_description,
-                callback_group=self._model_group)
+                DESCRIPTION_WATCHDOG_SECONDS,
+                self._check_description,
+                callback_group=self._model_group,
+            )
             self.get_logger().info(
-                f"waiting for a URDF on {self.resolve_topic_name(self._description_topic())}")
+                f"waiting for a URDF on {self.resolve_topic_name(self._description_topic())}"
+            )
 
     # --- parameters --------------------------------------------------------------------------
 
@@ -247,8 +325,9 @@ class PyrokiRosNode(Node):
                 self.get_logger().warning(f"unknown parameter '{name}' ignored (typo?)")
         device = self.get_parameter("device").value
         if device not in ("auto", "cpu", "gpu"):
-            raise SystemExit(f"{NODE_NAME}: parameter 'device' must be auto, cpu or gpu, got "
-                             f"'{device}'")
+            raise SystemExit(
+                f"{NODE_NAME}: parameter 'device' must be auto, cpu or gpu, got '{device}'"
+            )
         self._settings = self._read_settings({})
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -274,7 +353,8 @@ class PyrokiRosNode(Node):
                 if name and name not in model.link_names:
                     return SetParametersResult(
                         successful=False,
-                        reason=f"{what} '{name}' is not a link of robot '{model.name}'")
+                        reason=f"{what} '{name}' is not a link of robot '{model.name}'",
+                    )
             with self._model_lock:
                 model.set_frames(base, tip)
         self._settings = self._read_settings(changed)
@@ -291,7 +371,8 @@ class PyrokiRosNode(Node):
                 jax.devices(self._device)
             except RuntimeError as e:
                 self.get_logger().error(
-                    f"device '{wanted}' is not available here ({e}); solving on the CPU")
+                    f"device '{wanted}' is not available here ({e}); solving on the CPU"
+                )
                 self._device = "cpu"
         cache = self.get_parameter("compilation_cache_dir").value
         if cache and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
@@ -312,7 +393,8 @@ class PyrokiRosNode(Node):
         model = self._current_model()
         if model is None:
             source = self.get_parameter("urdf_file").value or self.resolve_topic_name(
-                self.get_parameter("robot_description_topic").value)
+                self.get_parameter("robot_description_topic").value
+            )
             raise RequestError(
                 ErrorCode.NO_ROBOT_MODEL,
                 f"no robot model loaded yet (waiting for a valid URDF from {source})",
@@ -340,8 +422,12 @@ class PyrokiRosNode(Node):
 
     def _subscribe_description(self) -> None:
         self._description_sub = self.create_subscription(
-            String, self._description_topic(), self._on_robot_description, DESCRIPTION_QOS,
-            callback_group=self._model_group)
+            String,
+            self._description_topic(),
+            self._on_robot_description,
+            DESCRIPTION_QOS,
+            callback_group=self._model_group,
+        )
 
     def _check_description(self) -> None:
         """Until a first description arrives: say why, and re-subscribe when a publisher is
@@ -354,10 +440,13 @@ class PyrokiRosNode(Node):
         if self.count_publishers(topic) == 0:
             self.get_logger().warning(
                 f"no robot model yet: nothing publishes {topic} (is robot_state_publisher "
-                "running?)", throttle_duration_sec=30.0)
+                "running?)",
+                throttle_duration_sec=30.0,
+            )
             return
         self.get_logger().warning(
-            f"{topic} has a publisher but no description arrived yet: subscribing again")
+            f"{topic} has a publisher but no description arrived yet: subscribing again"
+        )
         self.destroy_subscription(self._description_sub)
         self._subscribe_description()
 
@@ -387,7 +476,8 @@ class PyrokiRosNode(Node):
             self.get_logger().error(
                 f"invalid URDF from robot_description: not XML (starts with "
                 f"{msg.data.lstrip()[:40]!r}); "
-                + (f"still using robot '{kept.name}'" if kept else "no robot model loaded"))
+                + (f"still using robot '{kept.name}'" if kept else "no robot model loaded")
+            )
             return
         self._load_model(msg.data, "robot_description")
 
@@ -440,13 +530,17 @@ class PyrokiRosNode(Node):
             self._goal, self._goal_done_seq, self._command = None, self._goal_seq, None
         logger.info(
             f"ready: {model.describe()} (load {time.perf_counter() - start:.2f} s, of which "
-            f"warm-up {model.warm_up_seconds:.2f} s)")
+            f"warm-up {model.warm_up_seconds:.2f} s)"
+        )
         sizes = self._warmup_batch_sizes()
         if sizes and self.context.ok():
             self._stop = threading.Event()
             self._warm_thread = threading.Thread(
-                target=self._warm_batches, args=(model, sizes, self._stop),
-                name="pyroki_warm_up", daemon=True)
+                target=self._warm_batches,
+                args=(model, sizes, self._stop),
+                name="pyroki_warm_up",
+                daemon=True,
+            )
             self._warm_thread.start()
 
     def _warmup_batch_sizes(self) -> list[int]:
@@ -461,7 +555,8 @@ class PyrokiRosNode(Node):
             seconds = model.warm_up_batches(sizes, stop=stop)
             if not stop.is_set():
                 self.get_logger().info(
-                    f"batch programs for {sizes} compiled in the background ({seconds:.2f} s)")
+                    f"batch programs for {sizes} compiled in the background ({seconds:.2f} s)"
+                )
         except Exception as e:  # noqa: BLE001 -- never kill the node for a warm-up
             self.get_logger().error(f"background warm-up failed: {e!r}")
 
@@ -498,8 +593,9 @@ class PyrokiRosNode(Node):
             latest = self._latest_joint_positions()
             seed = model.seed(request.seed, latest, "seed")
             if not request.objectives:
-                raise RequestError(ErrorCode.INVALID_REQUEST,
-                                   "no objectives: give at least one IKObjective")
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST, "no objectives: give at least one IKObjective"
+                )
             frames = model.fk(seed)
             objectives = [
                 model.objective(o, f"objectives[{i}]", frames)
@@ -508,26 +604,38 @@ class PyrokiRosNode(Node):
             active = model.active_joints(request.active_joints, objectives)
             deviation = float(request.max_deviation)
             if not math.isfinite(deviation) or deviation < 0:
-                raise RequestError(ErrorCode.INVALID_REQUEST,
-                                   f"max_deviation must be >= 0 (0 = unlimited), got {deviation}")
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"max_deviation must be >= 0 (0 = unlimited), got {deviation}",
+                )
             tolerances = model.tolerances(
-                request.position_tolerance, request.orientation_tolerance, cfg)
+                request.position_tolerance, request.orientation_tolerance, cfg
+            )
             restarts = request.max_restarts
             if restarts < -1:
-                raise RequestError(ErrorCode.INVALID_REQUEST,
-                                   f"max_restarts must be >= -1 (-1 = node default), got "
-                                   f"{restarts}")
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"max_restarts must be >= -1 (-1 = node default), got {restarts}",
+                )
             restarts = cfg.restarts if restarts == -1 else min(restarts, MAX_RESTARTS)
             timeout = model.timeout(request.timeout, cfg.timeout)
             outcome = model.solve(
-                objectives, seed, active=active, max_deviation=deviation, tolerances=tolerances,
-                iterations=cfg.max_iterations, restarts=restarts, timeout=timeout)
+                objectives,
+                seed,
+                active=active,
+                max_deviation=deviation,
+                tolerances=tolerances,
+                iterations=cfg.max_iterations,
+                restarts=restarts,
+                timeout=timeout,
+            )
         except RequestError as e:
             return self._refuse(response, e, "solve_ik")
         except Exception as e:  # noqa: BLE001 -- a bug, not the caller's: answer, serve on
             return self._failure(response, e, "solve_ik")
-        response.solution = joint_state(model.joint_names, outcome.q,
-                                        self.get_clock().now().to_msg())
+        response.solution = joint_state(
+            model.joint_names, outcome.q, self.get_clock().now().to_msg()
+        )
         response.success = bool(outcome.success)
         response.error_code.val = outcome.code
         response.message = outcome.message
@@ -537,7 +645,8 @@ class PyrokiRosNode(Node):
         response.solve_time = float(outcome.solve_seconds)
         self.get_logger().debug(
             f"solve_ik: {'ok' if outcome.success else outcome.code} in "
-            f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+            f"{(time.perf_counter() - start) * 1e3:.1f} ms"
+        )
         return response
 
     def _solve_ik_batch(self, request: SolveIKBatch.Request, response: SolveIKBatch.Response):
@@ -554,30 +663,39 @@ class PyrokiRosNode(Node):
             frames = model.fk(seed)
             weight = float(request.orientation_weight)
             if not math.isfinite(weight) or weight < 0:
-                raise RequestError(ErrorCode.INVALID_REQUEST,
-                                   f"orientation_weight must be finite and >= 0, got {weight}")
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"orientation_weight must be finite and >= 0, got {weight}",
+                )
             position_only = weight == 0
             targets = np.empty((len(request.targets), 7))
             for i, target in enumerate(request.targets):
-                pose = pose_to_wxyz_xyz(target.pose, f"targets[{i}]",
-                                        orientation=not position_only)
+                pose = pose_to_wxyz_xyz(target.pose, f"targets[{i}]", orientation=not position_only)
                 index = model.frame_index(target.header.frame_id, f"targets[{i}]")
                 targets[i] = pose if index == 0 else pose_compose(frames[index], pose)
             objective = _batch_objective(model, request, targets, position_only, weight)
             active = model.active_joints(request.active_joints, [objective])
             tolerances = model.tolerances(
-                request.position_tolerance, request.orientation_tolerance, cfg)
+                request.position_tolerance, request.orientation_tolerance, cfg
+            )
             timeout = model.timeout(request.timeout, 0.0)
-            result = model.solve_batch(objective, seed, active=active, tolerances=tolerances,
-                                       iterations=cfg.max_iterations, restarts=cfg.restarts)
+            result = model.solve_batch(
+                objective,
+                seed,
+                active=active,
+                tolerances=tolerances,
+                iterations=cfg.max_iterations,
+                restarts=cfg.restarts,
+            )
         except RequestError as e:
             return self._refuse(response, e, "solve_ik_batch")
         except Exception as e:  # noqa: BLE001
             return self._failure(response, e, "solve_ik_batch")
         stamp = self.get_clock().now().to_msg()
         names = list(model.joint_names)
-        response.solutions = [JointState(name=names, position=q.tolist()) for q in
-                              np.asarray(result.q, np.float64)]
+        response.solutions = [
+            JointState(name=names, position=q.tolist()) for q in np.asarray(result.q, np.float64)
+        ]
         for solution in response.solutions:
             solution.header.stamp = stamp
         response.success = result.success.tolist()
@@ -590,12 +708,15 @@ class PyrokiRosNode(Node):
             response.error_code.val = ErrorCode.TIMEOUT
             response.message = (
                 f"the batch took {elapsed:.3g} s, over its {timeout:.3g} s budget (solutions "
-                f"filled in: {solved}/{len(result.success)} within tolerance)")
+                f"filled in: {solved}/{len(result.success)} within tolerance)"
+            )
         else:
             response.error_code.val = ErrorCode.SUCCESS
             response.message = (
-                "" if solved == len(result.success)
-                else f"{solved}/{len(result.success)} targets within tolerance")
+                ""
+                if solved == len(result.success)
+                else f"{solved}/{len(result.success)} targets within tolerance"
+            )
         return response
 
     def _compute_fk(self, request: ComputeFK.Request, response: ComputeFK.Response):
@@ -623,8 +744,9 @@ class PyrokiRosNode(Node):
             return self._failure(response, e, "compute_fk")
         stamp = self.get_clock().now().to_msg()
         for link in links:
-            pose = PoseStamped(pose=wxyz_xyz_to_pose(
-                pose_compose(to_frame, frames[model.link_names.index(link)])))
+            pose = PoseStamped(
+                pose=wxyz_xyz_to_pose(pose_compose(to_frame, frames[model.link_names.index(link)]))
+            )
             pose.header.frame_id = frame_name
             pose.header.stamp = stamp
             response.poses.append(pose)
@@ -637,16 +759,16 @@ class PyrokiRosNode(Node):
         response.message = error.message
         if hasattr(response, "success") and isinstance(response.success, bool):
             response.success = False
-        self.get_logger().warning(f"{service}: refused: {error.message}",
-                                  throttle_duration_sec=1.0)
+        self.get_logger().warning(f"{service}: refused: {error.message}", throttle_duration_sec=1.0)
         return response
 
     def _failure(self, response, error: Exception, service: str):
         import traceback
 
         self.get_logger().error(f"{service}: internal error: {traceback.format_exc()}")
-        return self._refuse(response, RequestError(ErrorCode.FAILURE, f"internal error: {error!r}"),
-                            service)
+        return self._refuse(
+            response, RequestError(ErrorCode.FAILURE, f"internal error: {error!r}"), service
+        )
 
     # --- teleop ----------------------------------------------------------------------------------
 
@@ -670,14 +792,20 @@ class PyrokiRosNode(Node):
             self._teleop_warn("model", "teleop goal waits: no robot model loaded yet")
             return
         now = time.monotonic()
-        if command is not None and command[2] == generation and (
-                now - command[1] < TELEOP_RESYNC_SECONDS):
+        if (
+            command is not None
+            and command[2] == generation
+            and (now - command[1] < TELEOP_RESYNC_SECONDS)
+        ):
             start = command[0]
         else:
             latest = self._latest_joint_positions()
             if not latest:
-                self._teleop_warn("joint_states", "teleop goal waits for the first message on "
-                                  f"{self.get_parameter('joint_states_topic').value}")
+                self._teleop_warn(
+                    "joint_states",
+                    "teleop goal waits for the first message on "
+                    f"{self.get_parameter('joint_states_topic').value}",
+                )
                 return
             start = model.seed(None, latest, "joint_states")
         cfg = self._settings
@@ -698,17 +826,21 @@ class PyrokiRosNode(Node):
         step_limit = self.get_parameter("velocity_scaling").value * model.velocity_limits * dt
         try:
             q, reached, result = model.teleop_step(
-                objectives, start, step_limit,
+                objectives,
+                start,
+                step_limit,
                 tolerances=(cfg.position_tolerance, cfg.orientation_tolerance),
-                iterations=cfg.max_iterations)
+                iterations=cfg.max_iterations,
+            )
         except Exception as e:  # noqa: BLE001
             self.get_logger().error(f"teleop step failed, goal dropped: {e!r}")
             self._finish_goal(seq)
             return
         moved = float(np.max(np.abs(q - start))) if len(q) else 0.0
         trajectory = JointTrajectory(joint_names=list(model.joint_names))
-        trajectory.points = [JointTrajectoryPoint(
-            positions=q.tolist(), time_from_start=seconds_to_duration(dt))]
+        trajectory.points = [
+            JointTrajectoryPoint(positions=q.tolist(), time_from_start=seconds_to_duration(dt))
+        ]
         # header.stamp stays zero: "start now" for joint_trajectory_controller.
         self._trajectory_pub.publish(trajectory)
         with self._teleop_lock:
@@ -721,7 +853,8 @@ class PyrokiRosNode(Node):
                 "teleop goal not reachable from here (stuck); best errors: position "
                 f"{np.round(result.position_error, 4).tolist()} m, orientation "
                 f"{np.round(result.orientation_error, 4).tolist()} rad",
-                throttle_duration_sec=2.0)
+                throttle_duration_sec=2.0,
+            )
             self._finish_goal(seq)
 
     def _finish_goal(self, seq: int) -> None:
@@ -755,7 +888,8 @@ def _batch_objective(model, request, targets, position_only, weight):
     objective = O.pose(request.link, targets, orientation_weight=weight)
     if np.any(local_point != 0):
         objective = dataclasses.replace(
-            objective, local_point=np.broadcast_to(local_point, (len(targets), 3)).copy())
+            objective, local_point=np.broadcast_to(local_point, (len(targets), 3)).copy()
+        )
     return objective
 
 
