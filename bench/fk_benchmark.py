@@ -129,6 +129,8 @@ def _worker_jax(args) -> dict:
     sys.path.insert(0, str(REPO))
     from pyroki_ros import Robot, forward_kinematics
 
+    source = _kinematics_hash()  # the FK source this process imported (others may edit it)
+
     impls = {"pyroki_ros": forward_kinematics}
     for spec in args.jax_fk or []:
         path, func = spec.rsplit(":", 1)
@@ -184,6 +186,7 @@ def _worker_jax(args) -> dict:
                     "device_kind": device.device_kind,
                     "dtype": args.dtype,
                     "cpus": args.cpus or len(os.sched_getaffinity(0)),
+                    "source": source,
                     "results": results,
                 }
             )
@@ -400,6 +403,32 @@ def _busy_cpu_seconds() -> float | None:
         return None
 
 
+def _run_job(cmd: list[str], env: dict) -> tuple:
+    """Runs one worker; returns (CPUs kept busy by other processes meanwhile, wall s, proc).
+
+    Other load = busy CPU time of the whole machine (/proc/stat) minus the worker's own CPU
+    time, per second of wall time.
+    """
+    busy0, own0 = _busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - t0
+    busy1, own1 = _busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    other = None
+    if busy0 is not None and busy1 is not None:
+        own = (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime)
+        other = max(0.0, (busy1 - busy0 - own) / wall)
+    return other, wall, proc
+
+
 def _fmt_time(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
@@ -430,12 +459,18 @@ def _label(row: dict) -> str:
     return label
 
 
-def _source_state() -> str:
-    """Git commit (and whether the FK source differs from it) plus a hash of kinematics.py."""
+def _kinematics_hash() -> str:
     import hashlib
 
     source = REPO / "pyroki_ros" / "kinematics.py"
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12] if source.exists() else "n/a"
+    return hashlib.sha256(source.read_bytes()).hexdigest()[:12] if source.exists() else "n/a"
+
+
+def _source_state(rows) -> str:
+    """Git commit (and whether pyroki_ros/ differs from it) plus the kinematics.py hash(es)."""
+    digest = ", ".join(sorted({r["source"] for r in rows if r.get("source")})) or "n/a"
+    if "," in digest:
+        digest += " (CHANGED DURING THE RUN: rows are not comparable)"
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
@@ -483,12 +518,14 @@ def _report(rows, machine, versions, checks, reference, args, command, load, sta
         + ", "
         + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
         + "  ",
-        f"Source: {_source_state()}  ",
+        f"Source: {_source_state(rows)}  ",
         f"Load average (1 min) at start / end: {load[0]:.2f} / {load[1]:.2f}  ",
         (
             "Timing: median over repeats of one call on the whole batch (JAX: jitted, "
             "`block_until_ready`; first call = trace + compile + run); "
-            f"at least {args.min_repeats} repeats and {args.min_seconds:g} s per cell."
+            f"at least {args.min_repeats} repeats and {args.min_seconds:g} s per cell. A "
+            f"library's job is rerun (up to {args.retries}x) when other processes kept more "
+            f"than {args.max_other_load:g} CPUs busy meanwhile; the quietest attempt is shown."
         ),
         "",
         "## Time per call (median) and throughput",
@@ -653,6 +690,14 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--check-batch", type=int, default=1000)
     parser.add_argument(
+        "--max-other-load",
+        type=float,
+        default=0.25,
+        help="rerun a library's job when other processes kept more CPUs than this busy "
+        "meanwhile (see --retries); the quietest attempt is reported",
+    )
+    parser.add_argument("--retries", type=int, default=2, help="see --max-other-load")
+    parser.add_argument(
         "--markdown",
         type=Path,
         help="also write the report here (the part "
@@ -750,35 +795,29 @@ def main(argv=None) -> int:
                 str(args.check_batch),
                 *extra,
             ]
-            print(f"[fk_benchmark] {name} ...", file=sys.stderr, flush=True)
-            busy0, own0 = _busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            proc = subprocess.run(
-                cmd,
-                env=env,
-                cwd=REPO,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                check=False,
-            )
-            wall = time.perf_counter() - t0
-            busy1, own1 = _busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
-            if proc.returncode != 0:
-                print(f"[fk_benchmark] {name} failed:\n{proc.stdout[-4000:]}", file=sys.stderr)
+            best = None  # (other load, attempt's output prefix)
+            for attempt in range(1 + args.retries):
+                prefix = f"{out}.{attempt}"
+                cmd[cmd.index("--out") + 1] = prefix
+                print(f"[fk_benchmark] {name} ...", file=sys.stderr, flush=True)
+                other, wall, proc = _run_job(cmd, env)
+                if proc.returncode != 0:
+                    print(f"[fk_benchmark] {name} failed:\n{proc.stdout[-4000:]}", file=sys.stderr)
+                    break
+                print(
+                    f"[fk_benchmark] {name} done in {wall:.0f} s, other processes kept "
+                    f"{other if other is not None else float('nan'):.2f} CPUs busy",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if best is None or (other is not None and other < best[0]):
+                    best = (other if other is not None else float("inf"), prefix)
+                if other is None or other <= args.max_other_load:
+                    break
+            if best is None:
                 continue
-            # CPUs kept busy by other processes while this job ran (busy time of the machine
-            # minus the job's own CPU time, per second of wall time).
-            other = None
-            if busy0 is not None and busy1 is not None:
-                own = (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime)
-                other = max(0.0, (busy1 - busy0 - own) / wall)
-            print(
-                f"[fk_benchmark] {name} done in {wall:.0f} s, other processes kept "
-                f"{other if other is not None else float('nan'):.2f} CPUs busy",
-                file=sys.stderr,
-                flush=True,
-            )
+            other, out = best
+            other = None if math.isinf(other) else other
             with open(out + ".json") as f:
                 result = json.load(f)
             versions.update(result["versions"])

@@ -100,6 +100,9 @@ class SolverSpec:
 
 SOLVERS = {
     "pyroki_ros": SolverSpec("pyroki_ros", "single", "IKSolver.solve, one target per call"),
+    "pyroki_ros-stream": SolverSpec(
+        "pyroki_ros (pose_solver)", "single", "IKSolver.pose_solver, one target per call"
+    ),
     "pyroki_ros-batch": SolverSpec("pyroki_ros", "batch", "IKSolver.solve, all N in one call"),
     "pyroki_ros-cli": SolverSpec(
         "pyroki-ros ik (CLI)", "cli", "python3 -m pyroki_ros.cli ik, npz in/out"
@@ -251,11 +254,20 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
         "dtype": str(robot.dtype),
     }
     n = len(poses)
-    if mode == "single":
+    if mode in ("single", "stream"):
         program_seconds = np.empty(n)
+        if mode == "stream":  # the prepared path: options checked and packed once
+            prepared = solver.pose_solver(tip, **options)
+
+            def call(i):
+                return prepared(poses[i], seed=seed)
+        else:
+
+            def call(i):
+                return solver.solve(O.pose(tip, poses[i]), seed=seed, **options)
 
         def solve_one(i):
-            res = solver.solve(O.pose(tip, poses[i]), seed=seed, **options)
+            res = call(i)
             program_seconds[i] = res.solve_seconds
             return res.q[cols], bool(res.success)
 
@@ -587,6 +599,8 @@ def worker_main(name: str, task_path: str, result_path: str) -> int:
     try:
         if name in ("pyroki_ros", "pyroki_ros-batch"):
             out = work_pyroki_ros(task, SOLVERS[name].mode)
+        elif name == "pyroki_ros-stream":
+            out = work_pyroki_ros(task, "stream")
         elif name == "pyroki_ros-cli":
             out = work_cli(task, tmp)
         elif name.startswith("tracik-"):

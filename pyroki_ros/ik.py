@@ -447,8 +447,7 @@ class IKSolver:
         self._lock = threading.Lock()
         self._settings_cache: dict = {}
         # Host copies, so that a call does no device round trip before the solve itself.
-        self._lower = np.asarray(robot.lower, np.float64)
-        self._upper = np.asarray(robot.upper, np.float64)
+        self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
         self._center = (self._lower + self._upper) / 2
         self._continuous = np.asarray(robot.continuous, bool)
         self._dtype = np.dtype(robot.dtype)

@@ -57,6 +57,8 @@ class Robot:
     q_index: tuple[int, ...] = _static()  # (n_links,) actuated joint driving the link, or -1
     link_joint_names: tuple[str, ...] = _static()  # (n_links,) URDF joint name, "" for the root
     mimic_joint_names: tuple[str, ...] = _static()
+    # Limits as written in the URDF, float64: a float32 copy can round past them.
+    exact_limits: tuple[tuple[float, float], ...] = _static()
 
     @staticmethod
     def from_urdf(source: str | os.PathLike, dtype: jnp.dtype = jnp.float32) -> Robot:
@@ -146,6 +148,7 @@ class Robot:
             mimic_joint_names=tuple(
                 j.name for j in description.joints if j.type != "fixed" and j.mimic_joint
             ),
+            exact_limits=tuple((float(a), float(b)) for a, b in zip(lower, upper)),
         )
 
     # --- sizes and look-ups -------------------------------------------------------------

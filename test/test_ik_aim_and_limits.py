@@ -1,8 +1,10 @@
-"""The aim (look-at) objective: Jacobian by finite differences, solutions by an independent FK."""
+"""The aim (look-at) objective (Jacobian by finite differences, solutions by an independent
+FK), and answers inside the float64 URDF limits."""
 
+import jaxlie
 import numpy as np
 import pytest
-from reference_fk import reference_fk
+from reference_fk import actuated_joint_limits, reference_fk
 
 from pyroki_ros import Robot
 from pyroki_ros import objectives as O
@@ -58,3 +60,22 @@ def test_aim_solutions_point_at_the_target(panda):
         assert abs(angle - reported) < 1e-4
         if ok:
             assert angle <= np.radians(1.0) + 1e-5
+
+
+def test_answers_are_inside_the_float64_urdf_limits(panda):
+    """float32(3.7525) > 3.7525: answers at a limit must not round past the URDF's value."""
+    robot, urdf = panda
+    lower, upper = (np.asarray(v, np.float64) for v in actuated_joint_limits(urdf))
+    rng = np.random.default_rng(2)
+    lo, hi = np.asarray(robot.exact_limits).T
+    # targets from configurations on the limits, so many answers sit exactly at one
+    q_star = np.where(rng.uniform(size=(64, robot.n_joints)) < 0.5, lo, hi)
+    q_star = np.where(rng.uniform(size=q_star.shape) < 0.5, q_star, (lo + hi) / 2)
+    poses = np.stack([_hand_pose(urdf, q, robot.joint_names) for q in q_star])
+    result = IKSolver(robot).solve(O.pose("panda_hand", poses), active_joints=ARM)
+    assert np.all(result.q >= lower) and np.all(result.q <= upper)
+
+
+def _hand_pose(urdf, q, joint_names):
+    hand = reference_fk(urdf, q, joint_names)["panda_hand"]
+    return np.asarray(jaxlie.SE3.from_matrix(hand).wxyz_xyz, np.float64)
