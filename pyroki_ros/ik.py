@@ -450,6 +450,7 @@ class IKSolver:
         self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
         self._center = (self._lower + self._upper) / 2
         self._continuous = np.asarray(robot.continuous, bool)
+        self._any_continuous = bool(self._continuous.any())
         self._dtype = np.dtype(robot.dtype)
 
     def program(self, structure: tuple, size: int):
@@ -488,8 +489,11 @@ class IKSolver:
 
         Also removes float32 round-off past a float64 limit from the device's answers.
         """
+        clipped = np.minimum(np.maximum(q, self._lower), self._upper)
+        if not self._any_continuous:
+            return clipped
         wrapped = np.mod(q + np.pi, 2 * np.pi) - np.pi
-        return np.where(self._continuous, wrapped, np.clip(q, self._lower, self._upper))
+        return np.where(self._continuous, wrapped, clipped)
 
     def pose_solver(
         self,
