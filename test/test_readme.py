@@ -1,5 +1,6 @@
 """The README's Python snippet runs as written (so the documented API stays true)."""
 
+import os
 import re
 import subprocess
 import sys
