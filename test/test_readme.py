@@ -18,6 +18,7 @@ def test_readme_python_snippets_run(tmp_path):
         [sys.executable, str(script)],
         check=False,
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, installed or not
         capture_output=True,
         text=True,
         timeout=600,
