@@ -21,6 +21,10 @@ Timing:
   The reported time per call is the median over the timed repeats (a repeat is one call on
   the whole batch; at least ``--min-repeats`` and at least ``--min-seconds`` of calls).
 
+Shared machines: for every job the report gives the CPUs that other processes kept busy
+meanwhile (/proc/stat), and a job is rerun (``--retries``) while that exceeds
+``--max-other-load``; run it on an idle machine all the same.
+
 Cross-check: every library's link positions and rotation matrices for the first
 ``--check-batch`` configurations are compared with a reference (Pinocchio if present, else
 JAX float64, else the first row), and the largest differences are reported.
@@ -258,14 +262,18 @@ def _worker_pin(args) -> dict:
     model = pin.buildModelFromUrdf(str(args.urdf), mimic=True)
     data = model.createData()
     frame_ids = [model.getFrameId(name, pin.BODY) for name in link_names]
-    # Pinocchio's q order: its joints' idx_q; mimic joints take no q entry with mimic=True.
-    qmap = np.array([model.joints[model.getJointId(name)].idx_q for name in joint_names])
-    if model.nq != len(joint_names):
-        raise RuntimeError(f"Pinocchio nq={model.nq}, expected {len(joint_names)}")
+    # Pinocchio's q layout: each joint's idx_q (mimic joints take no entry with mimic=True);
+    # continuous joints take two entries, (cos, sin) of the angle.
+    joints = [model.joints[model.getJointId(name)] for name in joint_names]
 
     def to_pin(q):
         out = np.zeros((q.shape[0], model.nq))
-        out[:, qmap] = q
+        for column, joint in enumerate(joints):
+            if joint.nq == 2:
+                out[:, joint.idx_q] = np.cos(q[:, column])
+                out[:, joint.idx_q + 1] = np.sin(q[:, column])
+            else:
+                out[:, joint.idx_q] = q[:, column]
         return np.ascontiguousarray(out)
 
     def call(qs):
