@@ -24,17 +24,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
-from geometry_msgs.msg import PoseStamped
+from node_helpers import pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import SolveIK
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import NODE, IsolatedNode
+from pyroki_ros.ros.harness import NODE
 
-CONFIG = HERE.parent / "config" / "panda.yaml"
 URDF = urdf_path("panda").read_text()
 MODEL = ref.parse_urdf(URDF)
 JOINTS = ref.actuated_joint_names(MODEL)
@@ -44,58 +40,17 @@ CLIENTS = int(os.environ.get("PYROKI_ROS_LOAD_CLIENTS", "8"))
 CALLS = int(os.environ.get("PYROKI_ROS_LOAD_CALLS", "200"))
 
 
-def matrix_to_xyzw(rot):
-    w = math.sqrt(max(0.0, 1 + np.trace(rot))) / 2
-    x = math.copysign(
-        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
-    )
-    y = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
-    )
-    z = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
-    )
-    return x, y, z, w
-
-
 def request_for(target: np.ndarray) -> SolveIK.Request:
-    objective = IKObjective(type=IKObjective.POSE, link="panda_hand")
-    objective.target = PoseStamped()
-    p, o = objective.target.pose.position, objective.target.pose.orientation
-    p.x, p.y, p.z = (float(v) for v in target[:3, 3])
-    o.x, o.y, o.z, o.w = matrix_to_xyzw(target[:3, :3])
+    objective = IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
     # A generous budget: the node's 0.1 s default is for an unloaded machine.
     return SolveIK.Request(objectives=[objective], timeout=Duration(sec=20))
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    work = tmp_path_factory.mktemp("node_load")
-    cache = tmp_path_factory.getbasetemp() / "jax_cache"
-    env = IsolatedNode(
-        "test_node_load",
-        work,
-        [
-            "--params-file",
-            str(CONFIG),
-            "-p",
-            f"compilation_cache_dir:={cache}",
-            "-p",
-            "warmup_batch_sizes:=[]",
-        ],
-    )
+    env = start_node(tmp_path_factory, "test_node_load")
     try:
-        session = env.session.node
-        latched = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL,
-        )
-        session.create_publisher(String, "/robot_description", latched).publish(String(data=URDF))
-        states = session.create_publisher(JointState, "/joint_states", 10)
-        session.create_timer(
-            0.05, lambda: states.publish(JointState(name=list(JOINTS), position=STATE.tolist()))
-        )
+        publish_robot(env.session.node, URDF, list(JOINTS), STATE.tolist())
         env.wait_ready("panda_hand", joint="panda_joint1")
         yield env
     finally:

@@ -23,16 +23,15 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
+from node_helpers import LATCHED, pose_stamped, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import IsolatedNode, wait_until
+from pyroki_ros.ros.harness import wait_until
 
-CONFIG = HERE.parent / "config" / "panda.yaml"
 PANDA = urdf_path("panda").read_text()
 UR5 = urdf_path("ur5").read_text()
 PANDA_MODEL, UR5_MODEL = ref.parse_urdf(PANDA), ref.parse_urdf(UR5)
@@ -50,29 +49,6 @@ GARBAGE = [
 ]
 
 
-def matrix_to_xyzw(rot):
-    w = math.sqrt(max(0.0, 1 + np.trace(rot))) / 2
-    x = math.copysign(
-        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
-    )
-    y = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
-    )
-    z = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
-    )
-    return x, y, z, w
-
-
-def pose_stamped(t, frame="") -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.frame_id = frame
-    p, o = msg.pose.position, msg.pose.orientation
-    p.x, p.y, p.z = (float(v) for v in t[:3, 3])
-    o.x, o.y, o.z, o.w = matrix_to_xyzw(t[:3, :3])
-    return msg
-
-
 def msg_matrix(pose):
     o, p = pose.orientation, pose.position
     return ref.make_transform(ref.quat_wxyz_to_matrix([o.w, o.x, o.y, o.z]), [p.x, p.y, p.z])
@@ -80,27 +56,9 @@ def msg_matrix(pose):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    work = tmp_path_factory.mktemp("node_robot_description")
-    cache = tmp_path_factory.getbasetemp() / "jax_cache"
-    node = IsolatedNode(
-        "test_node_robot_description",
-        work,
-        [
-            "--params-file",
-            str(CONFIG),
-            "-p",
-            f"compilation_cache_dir:={cache}",
-            "-p",
-            "warmup_batch_sizes:=[]",
-        ],
-    )
+    node = start_node(tmp_path_factory, "test_node_robot_description")
     try:
-        latched = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL,
-        )
-        node.description = node.session.node.create_publisher(String, "/robot_description", latched)
+        node.description = node.session.node.create_publisher(String, "/robot_description", LATCHED)
         node.published = []
         wait_until(
             lambda: node.description.get_subscription_count() > 0,

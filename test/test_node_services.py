@@ -22,17 +22,13 @@ pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
-from geometry_msgs.msg import PoseStamped
+from node_helpers import CONFIG, pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import IsolatedNode
 
-CONFIG = HERE.parent / "config" / "panda.yaml"
 URDF = urdf_path("panda").read_text()
 MODEL = ref.parse_urdf(URDF)
 JOINTS = ref.actuated_joint_names(MODEL)
@@ -49,30 +45,6 @@ POS_SLACK, ROT_SLACK = 1e-4, 1e-3
 
 def fk(q) -> dict[str, np.ndarray]:
     return ref.reference_fk(MODEL, np.asarray(q, np.float64), JOINTS)
-
-
-def matrix_to_xyzw(rot: np.ndarray) -> tuple[float, float, float, float]:
-    w = math.sqrt(max(0.0, 1 + rot[0, 0] + rot[1, 1] + rot[2, 2])) / 2
-    x = math.copysign(
-        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
-    )
-    y = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
-    )
-    z = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
-    )
-    return x, y, z, w
-
-
-def pose_msg(t: np.ndarray, frame: str = "") -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.frame_id = frame
-    p = msg.pose.position
-    p.x, p.y, p.z = (float(v) for v in t[:3, 3])
-    o = msg.pose.orientation
-    o.x, o.y, o.z, o.w = matrix_to_xyzw(t[:3, :3])
-    return msg
 
 
 def msg_matrix(pose) -> np.ndarray:
@@ -96,7 +68,7 @@ def joint_state(q) -> JointState:
 
 
 def pose_objective(link: str, t: np.ndarray, frame: str = "", kind=IKObjective.POSE):
-    return IKObjective(type=kind, link=link, target=pose_msg(t, frame))
+    return IKObjective(type=kind, link=link, target=pose_stamped(t, frame))
 
 
 def assert_pose_reached(q, link, target, pos_tol=POS_TOL, rot_tol=ROT_TOL):
@@ -114,33 +86,10 @@ def assert_within_limits(q):
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    work = tmp_path_factory.mktemp("node_services")
-    cache = tmp_path_factory.getbasetemp() / "jax_cache"
-    env = IsolatedNode(
-        "test_node_services",
-        work,
-        [
-            "--params-file",
-            str(CONFIG),
-            "-p",
-            f"compilation_cache_dir:={cache}",
-            "-p",
-            "warmup_batch_sizes:=[16]",
-        ],
-    )
+    env = start_node(tmp_path_factory, "test_node_services", warmup_batch_sizes="[16]")
     try:
-        session = env.session.node
-        latched = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL,
-        )
-        description = session.create_publisher(String, "/robot_description", latched)
-        description.publish(String(data=URDF))
-        states = session.create_publisher(JointState, "/joint_states", 10)
         names = [*JOINTS, "panda_finger_joint2"]  # a mimic joint too, as real drivers send
-        values = [*STATE.tolist(), float(STATE[-1])]
-        session.create_timer(0.05, lambda: states.publish(JointState(name=names, position=values)))
+        publish_robot(env.session.node, URDF, names, [*STATE.tolist(), float(STATE[-1])])
         env.wait_ready("panda_hand")
         # /joint_states arrived when an FK without robot_state answers with STATE.
         deadline = time.monotonic() + 60
@@ -315,7 +264,7 @@ def test_solve_ik_relative_objective(node):
         type=IKObjective.POSE,
         link="panda_hand",
         reference_link="panda_link3",
-        target=pose_msg(relative),
+        target=pose_stamped(relative),
     )
     response = solve(node, [o], seed=joint_state(np.clip(q_ref + 0.2, LOWER, UPPER)))
     assert response.success, response.message
@@ -405,9 +354,9 @@ def test_solve_ik_batch_matches_reference(node):
         targets.append(t)
         # every third target is given in panda_link2's frame (at the seed)
         request.targets.append(
-            pose_msg(np.linalg.inv(link2) @ t, "panda_link2")
+            pose_stamped(np.linalg.inv(link2) @ t, "panda_link2")
             if i % 3 == 0
-            else pose_msg(t, "panda_link0" if i % 3 == 1 else "")
+            else pose_stamped(t, "panda_link0" if i % 3 == 1 else "")
         )
     response = node.call(SolveIKBatch, "solve_ik_batch", request)
     assert response.error_code.val == ErrorCode.SUCCESS, response.message
@@ -433,7 +382,7 @@ def test_solve_ik_batch_position_only_with_local_point(node):
         points.append(p)
         t = np.eye(4)
         t[:3, 3] = p
-        msg = pose_msg(t)
+        msg = pose_stamped(t)
         msg.pose.orientation.w = 0.0  # unused for position-only: a zero quaternion is fine
         request.targets.append(msg)
     response = node.call(SolveIKBatch, "solve_ik_batch", request)
@@ -559,7 +508,9 @@ def test_solve_ik_bad_input(node, case):
 
 
 def _batch(**changes):
-    request = SolveIKBatch.Request(link="panda_hand", targets=[pose_msg(fk(STATE)["panda_hand"])])
+    request = SolveIKBatch.Request(
+        link="panda_hand", targets=[pose_stamped(fk(STATE)["panda_hand"])]
+    )
     for key, value in changes.items():
         value(request) if callable(value) else setattr(request, key, value)
     return request

@@ -25,17 +25,15 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
+from node_helpers import pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import IKObjective, MultiLinkGoal
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import NODE, IsolatedNode, wait_until
+from pyroki_ros.ros.harness import NODE, wait_until
 from pyroki_ros.ros.node import TELEOP_RESYNC_SECONDS
 
-CONFIG = HERE.parent / "config" / "panda.yaml"
+BASE = "panda_link0"
 URDF = urdf_path("panda").read_text()
 MODEL = ref.parse_urdf(URDF)
 JOINTS = ref.actuated_joint_names(MODEL)
@@ -58,29 +56,6 @@ STEP_LIMIT = SCALING * velocity_limits() / RATE_HZ
 
 def fk(q):
     return ref.reference_fk(MODEL, np.asarray(q, np.float64), JOINTS)
-
-
-def matrix_to_xyzw(rot):
-    w = math.sqrt(max(0.0, 1 + np.trace(rot))) / 2
-    x = math.copysign(
-        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
-    )
-    y = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
-    )
-    z = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
-    )
-    return x, y, z, w
-
-
-def pose_stamped(t, frame="panda_link0") -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.frame_id = frame
-    p, o = msg.pose.position, msg.pose.orientation
-    p.x, p.y, p.z = (float(v) for v in t[:3, 3])
-    o.x, o.y, o.z, o.w = matrix_to_xyzw(t[:3, :3])
-    return msg
 
 
 def cost(q, target) -> float:
@@ -118,33 +93,10 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def teleop(tmp_path_factory):
-    work = tmp_path_factory.mktemp("node_teleop")
-    cache = tmp_path_factory.getbasetemp() / "jax_cache"
-    env = IsolatedNode(
-        "test_node_teleop",
-        work,
-        [
-            "--params-file",
-            str(CONFIG),
-            "-p",
-            f"compilation_cache_dir:={cache}",
-            "-p",
-            "warmup_batch_sizes:=[]",
-        ],
-    )
+    env = start_node(tmp_path_factory, "test_node_teleop")
     try:
         node = env.session.node
-        latched = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL,
-        )
-        description = node.create_publisher(String, "/robot_description", latched)
-        description.publish(String(data=URDF))
-        states = node.create_publisher(JointState, "/joint_states", 10)
-        node.create_timer(
-            0.05, lambda: states.publish(JointState(name=list(JOINTS), position=STATE.tolist()))
-        )
+        publish_robot(node, URDF, list(JOINTS), STATE.tolist())
         recorder = Recorder()
         node.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, recorder, 100)
         env.goal_pose = node.create_publisher(PoseStamped, f"{NODE}/goal_pose", 10)
@@ -211,7 +163,7 @@ def test_goal_pose_steps_respect_velocity_limits_and_reach_the_goal(teleop):
     q_goal = STATE + np.array([0.6, 0.4, -0.5, 0.5, 0.4, -0.3, 0.5, 0.0])
     target = fk(q_goal)["panda_hand"]
     first = teleop.recorder.count()
-    teleop.goal_pose.publish(pose_stamped(target))
+    teleop.goal_pose.publish(pose_stamped(target, BASE))
     messages = run_until_reached(teleop, first, target)
     check_steps(messages, STATE)
     # ~0.6 rad at 0.5 x 2.175 rad/s, 20 ms steps: it cannot have jumped there.
@@ -232,8 +184,8 @@ def test_latest_goal_wins(teleop):
     for k in range(15):  # a burst of stale goals, then the one that matters
         shifted = decoy.copy()
         shifted[2, 3] += 0.002 * k
-        teleop.goal_pose.publish(pose_stamped(shifted))
-    teleop.goal_pose.publish(pose_stamped(final))
+        teleop.goal_pose.publish(pose_stamped(shifted, BASE))
+    teleop.goal_pose.publish(pose_stamped(final, BASE))
     messages = run_until_reached(teleop, first, final)
     check_steps(messages, STATE)
     costs = [cost(STATE, final)] + [cost(m.points[0].positions, final) for m in messages]
@@ -268,13 +220,13 @@ def test_bad_goal_is_dropped_and_teleop_keeps_working(teleop):
     fresh_start(teleop)
     bad = MultiLinkGoal(objectives=[IKObjective(type=IKObjective.POSE, link="no_such_link")])
     teleop.goal.publish(bad)
-    nan_goal = pose_stamped(np.eye(4))
+    nan_goal = pose_stamped(np.eye(4), BASE)
     nan_goal.pose.position.x = math.nan
     teleop.goal_pose.publish(nan_goal)
     wait_until(lambda: "teleop goal dropped" in teleop.node.log(), 60, what="warning logged")
     target = fk(STATE + np.array([0.2, 0.1, 0.0, 0.1, 0.0, 0.1, 0.0, 0.0]))["panda_hand"]
     first = teleop.recorder.count()
-    teleop.goal_pose.publish(pose_stamped(target))
+    teleop.goal_pose.publish(pose_stamped(target, BASE))
     messages = run_until_reached(teleop, first, target)
     check_steps(messages, STATE)
     assert teleop.node.alive()
