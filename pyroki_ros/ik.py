@@ -157,14 +157,16 @@ class _Layout:
         self.n, self.m, self.k = n, m, k
         # accepted point: q, residual, Jacobian, position / orientation errors, cost
         self.acc = _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
-        # answer record (best point or converged point): q, success, errors, iterations, cost
-        self.out = _slices(q=n, success=1, pos=k, rot=k, iterations=1, cost=1)
+        self.out = _answer_columns(n, k)
 
     def acc_width(self) -> int:
         return self.acc["cost"].stop
 
-    def out_width(self) -> int:
-        return self.out["cost"].stop
+
+def _answer_columns(n: int, k: int) -> dict[str, slice]:
+    """Columns of an answer record (the program's output rows, one per problem): the best or
+    converged point q, success, position / orientation error per objective, iterations, cost."""
+    return _slices(q=n, success=1, pos=k, rot=k, iterations=1, cost=1)
 
 
 def _slices(**sizes: int) -> dict[str, slice]:
@@ -335,8 +337,9 @@ def _solve_all(
     """
     n_problems, n = seeds.shape
     k = len(objectives)
-    out = jnp.zeros((n_problems, n + 3 + 2 * k), seeds.dtype)
-    out = out.at[:, -1].set(jnp.inf)  # cost column
+    columns = _answer_columns(n, k)
+    out = jnp.zeros((n_problems, columns["cost"].stop), seeds.dtype)
+    out = out.at[:, columns["cost"]].set(jnp.inf)
     problems = jnp.arange(n_problems)
     if lanes == 1:  # one problem: one pass with the whole budget
         return _queue_solve(
@@ -357,7 +360,7 @@ def _solve_all(
 
     def one_pass(pass_index, out):
         first = pass_index == 0
-        unsolved = (out[:, n] < 0.5) & (problems < n_valid)
+        unsolved = (out[:, columns["success"].start] < 0.5) & (problems < n_valid)
         order = jnp.where(first, problems, jnp.argsort(~unsolved, stable=True))
         return _queue_solve(
             robot,
@@ -635,12 +638,14 @@ class IKSolver:
                 settings,
                 max_iterations=min(settings.max_iterations, 2 * settings.iterations_per_restart),
             )
+        columns = _answer_columns(n, len(objectives))
         start = time.perf_counter()
         out = np.asarray(program(params, first_settings.pack(count, self._dtype)))[:count]
-        if with_rest and not (out[:, n] > 0.5).all():
+        solved = out[:, columns["success"].start] > 0.5
+        if with_rest and not solved.all():
             # The rest term pulls the optimum off the task by ~ w |q - rest| / sigma^2: finish
             # the problems it kept from tolerance without it, starting from where they are.
-            failed = np.flatnonzero(out[:, n] < 0.5)
+            failed = np.flatnonzero(~solved)
             again = params[failed].copy()
             again[:, :n] = out[failed, :n]
             bucket = _bucket(len(failed))
@@ -654,20 +659,22 @@ class IKSolver:
                 self.program(structure, bucket)(again, unbiased.pack(len(failed), self._dtype))
             )[: len(failed)]
             out = out.copy()
-            polished[:, n + 1 + 2 * len(objectives)] += out[failed, n + 1 + 2 * len(objectives)]
+            polished[:, columns["iterations"]] += out[failed, columns["iterations"]]
             out[failed] = polished
-        elapsed = time.perf_counter() - start
-        k = len(objectives)
-        # float32 limits can round past the float64 ones: clip on the host in float64.
-        q = self.into_limits(out[:, :n].astype(np.float64))
+        return self._result(out, columns, batch, time.perf_counter() - start)
+
+    def _result(self, out: np.ndarray, columns: dict, batch: tuple, seconds: float) -> IKResult:
+        """IKResult from answer records (count, width), reshaped to ``batch``."""
+        field = lambda name: out[:, columns[name]]
         return IKResult(
-            q=q.reshape(*batch, n),
-            success=out[:, n].reshape(batch) > 0.5,
-            position_error=out[:, n + 1 : n + 1 + k].reshape(*batch, k),
-            orientation_error=out[:, n + 1 + k : n + 1 + 2 * k].reshape(*batch, k),
-            iterations=out[:, n + 1 + 2 * k].astype(np.int64).reshape(batch),
-            solve_seconds=elapsed,
-            cost=out[:, n + 2 + 2 * k].astype(np.float64).reshape(batch),
+            # float32 limits can round past the float64 ones: clip on the host in float64.
+            q=self.into_limits(field("q").astype(np.float64)).reshape(*batch, -1),
+            success=field("success").reshape(batch) > 0.5,
+            position_error=field("pos").reshape(*batch, -1),
+            orientation_error=field("rot").reshape(*batch, -1),
+            iterations=field("iterations").astype(np.int64).reshape(batch),
+            solve_seconds=seconds,
+            cost=field("cost").astype(np.float64).reshape(batch),
         )
 
 
@@ -707,6 +714,7 @@ class PoseSolver:
         )
         self._program = solver.program((_structure(template),), 1)
         self._n = solver.robot.n_joints
+        self._columns = _answer_columns(self._n, 1)
 
     def __call__(self, target, seed=None) -> IKResult:
         """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center).
@@ -743,18 +751,8 @@ class PoseSolver:
         if not np.isfinite(params).all():
             raise ValueError("target or seed contain NaN or infinite values")
         start = time.perf_counter()
-        out = np.asarray(self._program(params, self._settings))[0]
-        elapsed = time.perf_counter() - start
-        n = self._n
-        return IKResult(
-            q=self._solver.into_limits(out[:n].astype(np.float64)),
-            success=np.bool_(out[n] > 0.5),
-            position_error=out[n + 1 : n + 2],
-            orientation_error=out[n + 2 : n + 3],
-            iterations=np.int64(out[n + 3]),
-            solve_seconds=elapsed,
-            cost=np.float64(out[n + 4]),
-        )
+        out = np.asarray(self._program(params, self._settings))
+        return self._solver._result(out, self._columns, (), time.perf_counter() - start)
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:
