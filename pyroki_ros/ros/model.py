@@ -16,9 +16,8 @@ compiles FK and the default tip pose objective at bucket 1 before it serves anyt
 (:meth:`LoadedModel.warm_up_batches`); a request for a program being compiled waits for it
 instead of compiling it a second time. Other structures compile on their first use.
 
-Thread safety. Every solver call passes ``max_deviation`` as a numpy array, which keeps the
-core's per-options cache out of the way, so requests may solve concurrently from several
-executor threads. A program not yet known to be compiled is compiled by one caller at a
+Thread safety. Requests may solve concurrently from several executor threads (the core's
+options cache and program table are thread-safe). A program not yet known to be compiled is compiled by one caller at a
 time (a lock per program); the others wait for it instead of compiling it again.
 """
 
@@ -480,7 +479,8 @@ class LoadedModel:
         deviation = np.broadcast_to(np.asarray(max_deviation, np.float64), (len(self.joint_names),))
         return {
             "active_joints": active,
-            "max_deviation": np.array(deviation),  # an array: bypasses the core's options cache
+            # a tuple, not an array: hashable, so the core checks these options once, not per call
+            "max_deviation": tuple(float(v) for v in deviation),
             "position_tolerance": float(tolerances[0]),
             "orientation_tolerance": float(tolerances[1]),
             "iterations_per_restart": int(iterations),
