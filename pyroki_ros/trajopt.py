@@ -1,0 +1,838 @@
+"""Trajectory optimisation: a path of T joint configurations from a start to a goal.
+
+The path is the variable chain of :mod:`pyroki_ros.nls` (T knots x n joints). Costs:
+
+* objectives (the IK vocabulary of :mod:`pyroki_ros.objectives`) with per-knot weights: the
+  goal at the last knot, waypoints at inner knots, keypoints at every knot (retargeting);
+* smoothness: squared velocity, acceleration and jerk by finite differences (per knot step;
+  the path rests before its first and after its last knot);
+* a rest / bias configuration;
+* collision: robot spheres (:mod:`pyroki_ros.collision`) against world obstacles and against
+  each other, as hinge residuals ``max(0, margin - distance)``, at every knot and between
+  knots (segment midpoints), so a thin obstacle cannot slip between two knots.
+
+Joint limits hold by projection; the start knot (and a joint-space goal) stays fixed. Several
+initial paths are optimised at once (``vmap``) and the best feasible one wins. Velocity and
+acceleration limits are met by the time parameterisation (:mod:`pyroki_ros.timing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import collision as col
+from . import kinematics as k
+from . import nls
+from . import objectives as obj
+from .robot import Robot
+
+
+@dataclasses.dataclass(frozen=True)
+class Weights:
+    """Cost weights (each multiplies a squared residual; traced, changing them never
+    recompiles)."""
+
+    goal: float = 100.0  # multiplies the objectives' own weights
+    velocity: float = 1.0  # per (rad per knot step)^2
+    acceleration: float = 4.0
+    jerk: float = 0.0
+    rest: float = 1e-4
+    collision: float = 1000.0  # per m of penetration into the margin
+    self_collision: float = 1000.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanResult:
+    """One optimised path (numpy, float64).
+
+    Attributes:
+        path: (T, n_joints) configurations, robot.joint_names order, inside the limits.
+        success: every goal objective within tolerance and no knot or segment closer to an
+            obstacle (or another link) than ``clearance_tolerance``.
+        position_errors: (n_objectives,) m, of each objective at its last weighted knot.
+        orientation_errors: (n_objectives,) rad.
+        min_distance: smallest signed clearance between robot spheres and obstacles along the
+            path (knots and sub-segment samples); inf without obstacles.
+        min_self_distance: the same between sphere pairs of the robot; inf without pairs.
+        cost: final total cost of the chosen start.
+        iterations: LM iterations of the chosen start.
+        solve_seconds: wall time of the whole call.
+        message: a short human-readable summary.
+    """
+
+    path: np.ndarray
+    success: bool
+    position_errors: np.ndarray
+    orientation_errors: np.ndarray
+    min_distance: float
+    min_self_distance: float
+    cost: float
+    iterations: int
+    solve_seconds: float
+    message: str = ""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class _Problem:
+    """Traced inputs of one solve. Objective fields carry a knot axis: (T, ...)."""
+
+    objectives: tuple[obj.Objective, ...]
+    rest: jax.Array  # (n,)
+    weights: jax.Array  # (7,) Weights in field order
+    margin: jax.Array  # () m
+    lower: jax.Array  # (T, n)
+    upper: jax.Array  # (T, n)
+    free: jax.Array  # (T, n)
+    world: col.World
+    max_iterations: jax.Array  # ()
+
+
+def _sample_fractions(count: int) -> np.ndarray:
+    return (np.arange(1, count + 1) / (count + 1)).astype(np.float32)
+
+
+SELF_ROWS = 16  # self-collision residual rows per configuration: its closest sphere pairs
+WORLD_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64)  # obstacles per kind, padded up to these
+
+
+class _Collision:
+    """Collision residuals and their Jacobians for one robot's spheres (static: closed over
+    by the compiled programs). Configurations come batch-last: (n, B)."""
+
+    def __init__(self, robot: Robot, spheres: col.RobotSpheres | None):
+        self.robot = robot
+        self.spheres = spheres
+        if spheres is None:
+            return
+        # Which link frames move each sphere, and the link -> actuated joint map.
+        links = np.asarray(spheres.link_indices, int)
+        on_path = np.zeros((len(links), robot.n_links), bool)
+        for s, link in enumerate(links):
+            on_path[s, list(robot.ancestors(int(link)))] = True
+        self._on_path = on_path  # (S, n_links)
+        q_index = np.asarray(robot.q_index)
+        to_joint = np.zeros((robot.n_links, robot.n_joints))
+        for link, j in enumerate(q_index):
+            if j >= 0:
+                to_joint[link, j] = 1.0
+        self._to_joint = to_joint  # (n_links, n), multipliers applied at trace time
+        self._links = links
+
+    def centers_t(self, frames) -> tuple[jax.Array, ...]:
+        """Sphere centres, three (S, B) arrays."""
+        quat, pos = frames
+        idx = self._links
+        local = tuple(self.spheres.centers[:, i][:, None] for i in range(3))
+        rotated = k.rotate(tuple(c[idx] for c in quat), local)
+        return tuple(r + p[idx] for r, p in zip(rotated, pos))
+
+    def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
+        """d centre / d q as three tuples (x, y, z rows) of n arrays (S, B): a revolute joint
+        moves a centre by axis x lever, a prismatic one along its axis; mimic joints add
+        their multiple. Element-wise only (tiny dots cost more than they compute on a CPU)."""
+        robot = self.robot
+        quat, pos = frames
+        q_index = np.asarray(robot.q_index)
+        types = np.asarray(robot.joint_type)
+        axes = np.asarray(robot.axes)
+        columns = []
+        for j in range(robot.n_joints):
+            total = None
+            for link in np.flatnonzero(q_index == j):
+                moves = self._on_path[:, link]
+                if not moves.any():
+                    continue
+                lq = tuple(c[link] for c in quat)
+                axis = k.rotate(
+                    lq, tuple(jnp.asarray(axes[link, i], pos[0].dtype) for i in range(3))
+                )
+                if types[link] == k.REVOLUTE:
+                    lever = tuple(c - p[link] for c, p in zip(centers, pos))
+                    part = k.cross(axis, lever)
+                else:
+                    part = tuple(jnp.broadcast_to(a, centers[0].shape) for a in axis)
+                scale = robot.multipliers[link] * jnp.asarray(moves, pos[0].dtype)[:, None]
+                part = tuple(scale * x for x in part)
+                total = part if total is None else tuple(t + x for t, x in zip(total, part))
+            if total is None:
+                total = tuple(jnp.zeros_like(centers[0]) for _ in range(3))
+            columns.append(total)
+        return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
+
+    def nearest_obstacle_t(self, centers, world: col.World) -> jax.Array:
+        """Signed distance from each sphere to its nearest obstacle, (S, B), with the
+        obstacle kinds laid out (S, N, B) component-wise so that everything fuses."""
+        cx, cy, cz = (c[:, None, :] for c in centers)  # (S, 1, B)
+        col_ = lambda a: a[None, :, None]  # (N,) -> (1, N, 1)
+        parts = []
+        if world.sphere_radii.shape[0]:
+            o = world.sphere_centers
+            d = _norm3(cx - col_(o[:, 0]), cy - col_(o[:, 1]), cz - col_(o[:, 2]))
+            parts.append(jnp.min(d - col_(world.sphere_radii), axis=1))
+        if world.capsule_radii.shape[0]:
+            a, b = world.capsule_a, world.capsule_b
+            ab = b - a
+            length2 = jnp.maximum(jnp.sum(ab * ab, -1), 1e-12)
+            rel = (cx - col_(a[:, 0]), cy - col_(a[:, 1]), cz - col_(a[:, 2]))
+            t = jnp.clip(sum(r * col_(ab[:, i]) for i, r in enumerate(rel)) / col_(length2), 0, 1)
+            d = _norm3(*(r - t * col_(ab[:, i]) for i, r in enumerate(rel)))
+            parts.append(jnp.min(d - col_(world.capsule_radii), axis=1))
+        if world.box_half_extents.shape[0]:
+            wxyz = world.box_poses[:, :4]
+            rel = tuple(c - col_(world.box_poses[:, 4 + i]) for i, c in enumerate((cx, cy, cz)))
+            inverse = tuple(col_(x) for x in (wxyz[:, 0], -wxyz[:, 1], -wxyz[:, 2], -wxyz[:, 3]))
+            local = k.rotate(inverse, rel)
+            excess = tuple(
+                jnp.abs(x) - col_(world.box_half_extents[:, i]) for i, x in enumerate(local)
+            )
+            outside = _norm3(*(jnp.maximum(e, 0.0) for e in excess))
+            inside = jnp.minimum(jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2]), 0.0)
+            parts.append(jnp.min(outside + inside, axis=1))
+        if world.halfspace_offsets.shape[0]:
+            nrm = world.halfspace_normals
+            d = cx * col_(nrm[:, 0]) + cy * col_(nrm[:, 1]) + cz * col_(nrm[:, 2])
+            parts.append(jnp.min(d + col_(world.halfspace_offsets), axis=1))
+        if not parts:
+            return jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
+        nearest = parts[0]
+        for part in parts[1:]:
+            nearest = jnp.minimum(nearest, part)
+        return nearest - self.spheres.radii[:, None]
+
+    def distances_t(self, centers, world: col.World) -> tuple[jax.Array, jax.Array]:
+        """Per sphere its smallest obstacle distance (S, B), per self pair (P, B)."""
+        world_d = self.nearest_obstacle_t(centers, world)
+        pairs = np.asarray(self.spheres.self_pairs)
+        gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
+        radii = self.spheres.radii[:, None]
+        return world_d, _norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+
+    def rows_t(self, q_t: jax.Array, world: col.World, margin, w_world, w_self):
+        """Hinge residuals max(0, margin - distance), weighted: one row per sphere (its
+        nearest obstacle) and one per close self pair, (R, B), and their Jacobian (R, n, B)."""
+        frames = k.frames_t(self.robot, q_t)
+        centers = self.centers_t(frames)
+        jac = self.center_jacobian_t(frames, centers)  # [xyz][joint] (S, B)
+        n = len(jac[0])
+
+        world_d, pull = jax.vjp(lambda *c: self.nearest_obstacle_t(c, world), *centers)
+        grad = pull(jnp.ones_like(world_d))  # per component (S, B): each row sees its sphere
+        active = (world_d < margin) * -jnp.sqrt(w_world)
+        r_world = jnp.sqrt(w_world) * jax.nn.relu(margin - world_d)
+        j_world = jnp.stack(
+            [active * sum(g * jac[i][j] for i, g in enumerate(grad)) for j in range(n)], 1
+        )  # (S, n, B)
+        pairs = np.asarray(self.spheres.self_pairs)
+        if pairs.shape[0] == 0:
+            return r_world, j_world
+        # Self collision: only the closest pairs of each configuration get a residual row.
+        radii = self.spheres.radii[:, None]
+        gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)  # (P, B)
+        d_all = _norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        count = min(SELF_ROWS, pairs.shape[0])
+        _, worst = jax.lax.top_k(-d_all.T, count)  # (B, K)
+        worst = worst.T  # (K, B)
+        first = jnp.asarray(pairs[:, 0])[worst]
+        second = jnp.asarray(pairs[:, 1])[worst]
+        pick = lambda x, index: jnp.take_along_axis(x, index, axis=0)  # (S, B) -> (K, B)
+        gap = tuple(pick(c, first) - pick(c, second) for c in centers)
+        length = _norm3(*gap)
+        self_d = (
+            length
+            - pick(jnp.broadcast_to(radii, centers[0].shape), first)
+            - pick(jnp.broadcast_to(radii, centers[0].shape), second)
+        )
+        unit = tuple(g / length for g in gap)
+        active = (self_d < margin) * -jnp.sqrt(w_self)
+        r_self = jnp.sqrt(w_self) * jax.nn.relu(margin - self_d)
+        j_self = jnp.stack(
+            [
+                active
+                * sum(
+                    u * (pick(jac[i][j], first) - pick(jac[i][j], second))
+                    for i, u in enumerate(unit)
+                )
+                for j in range(n)
+            ],
+            1,
+        )  # (K, n, B)
+        return jnp.concatenate([r_world, r_self], 0), jnp.concatenate([j_world, j_self], 0)
+
+
+def _norm3(x, y, z):
+    """|(x, y, z)| with a finite gradient at zero."""
+    return jnp.sqrt(x * x + y * y + z * z + 1e-12)
+
+
+def _linearize(
+    robot: Robot, collide: _Collision, smoothing: jax.Array, p: _Problem, x: jax.Array
+) -> nls.Linearization:
+    """Gauss-Newton pieces of all costs at the path x (T, n)."""
+    t_count, n = x.shape
+    w = p.weights
+    moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
+    r, jac, _, _ = obj.evaluate_t(robot, x.T, moved)  # (m, T), (m, n, T)
+    scale = jnp.sqrt(w[0])
+    r, jac = scale * r, scale * jac
+    diagonal = jnp.einsum("mit,mjt->tij", jac, jac)
+    gradient = jnp.einsum("mit,mt->ti", jac, r)
+    cost = 0.5 * jnp.sum(r * r)
+
+    rest = x - p.rest
+    diagonal = diagonal + w[4] * jnp.eye(n, dtype=x.dtype)
+    gradient = gradient + w[4] * rest
+    cost = cost + 0.5 * w[4] * jnp.sum(rest * rest)
+
+    subdiagonal = jnp.zeros((t_count - 1, n, n), x.dtype)
+    if collide.spheres is not None:
+        configs = jnp.concatenate([x, 0.5 * (x[1:] + x[:-1])], 0)  # knots, then midpoints
+        rc, jc = collide.rows_t(configs.T, p.world, p.margin, w[5], w[6])  # (R, 2T-1)
+        r_knot, j_knot = rc[:, :t_count], jc[:, :, :t_count]
+        r_mid, j_mid = rc[:, t_count:], jc[:, :, t_count:]
+        diagonal = diagonal + jnp.einsum("rit,rjt->tij", j_knot, j_knot)
+        gradient = gradient + jnp.einsum("rit,rt->ti", j_knot, r_knot)
+        # A midpoint residual sees each neighbour through half its Jacobian.
+        m = 0.25 * jnp.einsum("rit,rjt->tij", j_mid, j_mid)
+        g = 0.5 * jnp.einsum("rit,rt->ti", j_mid, r_mid)
+        diagonal = diagonal.at[:-1].add(m).at[1:].add(m)
+        subdiagonal = m
+        gradient = gradient.at[:-1].add(g).at[1:].add(g)
+        cost = cost + 0.5 * (jnp.sum(r_knot**2) + jnp.sum(r_mid**2))
+
+    coupling = w[1] * smoothing[0] + w[2] * smoothing[1] + w[3] * smoothing[2]
+    return nls.Linearization(
+        cost=cost,
+        gradient=gradient,
+        diagonal=diagonal,
+        subdiagonal=subdiagonal,
+        coupling=coupling,
+        coupling_weights=jnp.ones((n,), x.dtype),
+    )
+
+
+def _report(robot: Robot, collide: _Collision, p: _Problem, x: jax.Array, samples: int):
+    """Errors at each objective's last weighted knot, and clearances along the whole path
+    (knots and ``samples`` points inside every segment)."""
+    moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
+    _, _, pos, rot = obj.evaluate_t(robot, x.T, moved)  # (k, T)
+    t_count = x.shape[0]
+    last = (
+        jnp.stack(
+            [
+                jnp.max(jnp.where(jnp.any(o.weights > 0, -1), jnp.arange(t_count), 0))
+                for o in p.objectives
+            ]
+        )
+        if p.objectives
+        else jnp.zeros((0,), jnp.int32)
+    )
+    pos = pos[jnp.arange(len(p.objectives)), last] if p.objectives else pos[:, 0]
+    rot = rot[jnp.arange(len(p.objectives)), last] if p.objectives else rot[:, 0]
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    if collide.spheres is None:
+        return pos, rot, inf, inf
+    fractions = jnp.asarray(_sample_fractions(samples), x.dtype)
+    inner = x[:-1, None] + fractions[None, :, None] * (x[1:] - x[:-1])[:, None]
+    configs = jnp.concatenate([x, inner.reshape(-1, x.shape[1])], 0)
+    world_d, self_d = collide.distances_t(collide.centers_t(k.frames_t(robot, configs.T)), p.world)
+    min_world = jnp.min(world_d) if world_d.size else inf
+    min_self = jnp.min(self_d) if self_d.size else inf
+    return pos, rot, min_world, min_self
+
+
+def _solve_starts(robot, collide, smoothing, bandwidth, samples, p: _Problem, starts):
+    """Optimises every start path (B, T, n); returns per start the path, cost, iterations,
+    errors and clearances."""
+
+    def one(x0):
+        result = nls.solve_chain(
+            functools.partial(_linearize, robot, collide, smoothing, p),
+            x0,
+            free=p.free,
+            lower=p.lower,
+            upper=p.upper,
+            bandwidth=bandwidth,
+            max_iterations=p.max_iterations,
+            relative_tolerance=1e-5,
+        )
+        pos, rot, min_world, min_self = _report(robot, collide, p, result.x, samples)
+        return result.x, result.cost, result.iterations, pos, rot, min_world, min_self
+
+    return jax.vmap(one)(starts)
+
+
+def _structure(o: obj.Objective) -> tuple:
+    return (o.kind, o.link, o.reference, o.align_axis)
+
+
+class TrajectoryOptimizer:
+    """Plans joint-space paths for one robot; one compiled program per problem structure
+    (number of knots, objective kinds and links, obstacle buckets, number of starts).
+
+    Example:
+        >>> planner = TrajectoryOptimizer(robot, spheres)
+        >>> plan = planner.plan(start, goal=[objectives.pose("panda_hand", target)], world=world)
+    """
+
+    def __init__(
+        self,
+        robot: Robot,
+        spheres: col.RobotSpheres | None = None,
+        *,
+        device: str | None = None,
+        dense_samples: int = 4,
+    ):
+        self.robot = robot
+        self.spheres = spheres
+        self.device = jax.devices(device)[0] if device else jax.devices()[0]
+        self.dense_samples = dense_samples
+        self._collide = _Collision(robot, spheres)
+        self._programs: dict = {}
+        self._lock = threading.Lock()
+        self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
+        self._dtype = np.dtype(robot.dtype)
+        from .ik import IKSolver
+
+        self.ik = IKSolver(robot, device=device)
+        self._attempts = (1, 8) if self.device.platform == "cpu" else (8,)
+
+    # -- compiled programs -------------------------------------------------------------------
+
+    def _program(self, structure: tuple, t_count: int, bandwidth: int):
+        key = (structure, t_count, bandwidth)
+        program = self._programs.get(key)
+        if program is None:
+            with self._lock:
+                program = self._programs.get(key)
+                if program is None:
+                    orders = (1, 2, 3)
+                    smoothing = jnp.asarray(nls.smoothing_matrices(t_count, orders), self._dtype)
+                    fn = functools.partial(
+                        _solve_starts,
+                        self.robot,
+                        self._collide,
+                        smoothing,
+                        bandwidth,
+                        self.dense_samples,
+                    )
+                    program = self._programs[key] = jax.jit(fn)
+        return program
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def optimize(
+        self,
+        starts: np.ndarray,
+        objectives: tuple[obj.Objective, ...] = (),
+        *,
+        world: col.World | None = None,
+        free: np.ndarray | None = None,
+        weights: Weights = Weights(),
+        rest: np.ndarray | None = None,
+        margin: float = 0.02,
+        max_iterations: int = 100,
+        position_tolerance: float = 1e-3,
+        orientation_tolerance: float = math.radians(1.0),
+        clearance_tolerance: float = 0.0,
+    ) -> PlanResult:
+        """Optimises B initial paths (B, T, n) and returns the best one.
+
+        ``objectives`` carry a knot axis: fields (T, ...), weights zero at knots where an
+        objective does not apply. ``free`` (T, n): 1 where a variable may move (default: every
+        knot but the first). The best start is the successful one of least cost, else the one
+        closest to success.
+        """
+        clock = time.perf_counter()
+        robot = self.robot
+        starts = np.asarray(starts, np.float64)
+        if starts.ndim != 3 or starts.shape[2] != robot.n_joints or starts.shape[1] < 2:
+            raise ValueError(
+                f"starts must have shape (B, T >= 2, {robot.n_joints}), got {starts.shape}"
+            )
+        if not np.isfinite(starts).all():
+            raise ValueError("initial paths contain NaN or infinite values")
+        t_count = starts.shape[1]
+        obj.validate(robot, tuple(objectives), check_values=True) if objectives else None
+        for o in objectives:
+            if o.batch_shape != (t_count,):
+                raise ValueError(
+                    f"objective on '{o.link}' must carry one entry per knot ({t_count}), "
+                    f"got batch shape {o.batch_shape}"
+                )
+        if free is None:
+            free = np.ones((t_count, robot.n_joints))
+            free[0] = 0.0
+        if world is None:
+            world = col.World.empty()
+        if not (np.isfinite(margin) and margin >= 0):
+            raise ValueError(f"margin must be finite and >= 0, got {margin}")
+        rest = (self._lower + self._upper) / 2 if rest is None else np.asarray(rest, np.float64)
+        # Bounds: the limits, but a fixed variable keeps its (possibly wrapped) start value.
+        lower = np.where(free > 0, self._lower, starts[0])
+        upper = np.where(free > 0, self._upper, starts[0])
+        starts = np.clip(starts, lower, upper)
+        dt = self._dtype
+        problem = _Problem(
+            objectives=tuple(jax.tree.map(lambda a: np.asarray(a, dt), o) for o in objectives),
+            rest=np.asarray(rest, dt),
+            weights=np.asarray(dataclasses.astuple(weights), dt),
+            margin=np.asarray(margin, dt),
+            lower=lower.astype(dt),
+            upper=upper.astype(dt),
+            free=np.asarray(free, dt),
+            world=jax.tree.map(lambda a: np.asarray(a, dt), world.padded(WORLD_BUCKETS)),
+            max_iterations=np.asarray(max_iterations, np.int32),
+        )
+        bandwidth = 3 if weights.jerk > 0 else 2
+        structure = (
+            tuple(_structure(o) for o in objectives),
+            world.padded(WORLD_BUCKETS).counts,
+            starts.shape[0],
+        )
+        program = self._program(structure, t_count, bandwidth)
+        out = program(problem, starts.astype(dt))
+        paths, costs, iterations, pos, rot, min_world, min_self = (np.asarray(a) for a in out)
+        ok_goal = np.all(pos <= position_tolerance, -1) & np.all(rot <= orientation_tolerance, -1)
+        ok_clear = (min_world >= clearance_tolerance) & (min_self >= clearance_tolerance)
+        ok = ok_goal & ok_clear
+        # Rank: success first, then clearance, then the goal; ties by total cost.
+        goal_shortfall = np.sum(np.maximum(pos - position_tolerance, 0), -1) + np.sum(
+            np.maximum(rot - orientation_tolerance, 0), -1
+        )
+        clearance_shortfall = np.maximum(clearance_tolerance - np.minimum(min_world, min_self), 0)
+        rank = np.lexsort((costs, goal_shortfall, clearance_shortfall, ~ok))
+        best = int(rank[0])
+        path = np.clip(paths[best].astype(np.float64), self._lower, self._upper)
+        message = (
+            "ok"
+            if ok[best]
+            else "; ".join(
+                m
+                for m, bad in (
+                    ("goal not reached within tolerance", not ok_goal[best]),
+                    (
+                        "path comes closer to an obstacle than allowed",
+                        min_world[best] < clearance_tolerance,
+                    ),
+                    ("path collides with itself", min_self[best] < clearance_tolerance),
+                )
+                if bad
+            )
+        )
+        return PlanResult(
+            path=path,
+            success=bool(ok[best]),
+            position_errors=pos[best].astype(np.float64),
+            orientation_errors=rot[best].astype(np.float64),
+            min_distance=float(min_world[best]),
+            min_self_distance=float(min_self[best]),
+            cost=float(costs[best]),
+            iterations=int(iterations[best]),
+            solve_seconds=time.perf_counter() - clock,
+            message=message,
+        )
+
+    def plan(
+        self,
+        start: np.ndarray,
+        goal: tuple[obj.Objective, ...] | np.ndarray,
+        *,
+        waypoints: tuple[tuple[obj.Objective, ...], ...] = (),
+        world: col.World | None = None,
+        num_steps: int = 64,
+        num_starts: int | None = None,
+        active_joints: tuple[str, ...] | None = None,
+        seed: int = 0,
+        **options,
+    ) -> PlanResult:
+        """Plans from ``start`` (n,) to a goal: IK objectives (reached at the last knot, the
+        goal configuration found by IK first) or a joint configuration (n,).
+
+        Args:
+            waypoints: objective groups visited in order, at evenly spread inner knots.
+            world: obstacles (default none).
+            num_steps: knots T, start and goal included.
+            num_starts: initial paths optimised together: the straight line in joint space and
+                ``num_starts - 1`` paths through random intermediate configurations. Default:
+                on a CPU the straight line alone, then 8 starts if that fails; on a GPU 8 at once.
+            active_joints: joints that may move (default all); the others keep the start value.
+            seed: of the random intermediate configurations (plans are deterministic).
+            **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
+        """
+        clock = time.perf_counter()
+        robot = self.robot
+        n = robot.n_joints
+        start = np.asarray(start, np.float64)
+        if start.shape != (n,):
+            raise ValueError(f"start must have shape ({n},), got {start.shape}")
+        if not np.isfinite(start).all():
+            raise ValueError("start contains NaN or infinite values")
+        slack = 1e-3  # a measured state may sit a little past a limit
+        outside = (start < self._lower - slack) | (start > self._upper + slack)
+        if outside.any():
+            names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
+            raise ValueError(f"start is outside the joint limits at {', '.join(names)}")
+        start = np.clip(start, self._lower, self._upper)
+        if num_steps < 2:
+            raise ValueError(f"num_steps must be >= 2, got {num_steps}")
+        if num_starts is not None and num_starts < 1:
+            raise ValueError(f"num_starts must be >= 1, got {num_starts}")
+        active = np.ones(n, bool)
+        if active_joints is not None:
+            if len(active_joints) == 0:
+                raise ValueError("active_joints is empty: nothing may move")
+            active = np.zeros(n, bool)
+            active[[robot.joint_index(j) for j in active_joints]] = True
+
+        joint_goal = isinstance(goal, np.ndarray) or (
+            not isinstance(goal, obj.Objective)
+            and len(goal) > 0
+            and not isinstance(goal[0], obj.Objective)
+        )
+        if joint_goal:
+            goal_q = np.asarray(goal, np.float64)
+            if goal_q.shape != (n,):
+                raise ValueError(f"a joint goal must have shape ({n},), got {goal_q.shape}")
+            if not np.isfinite(goal_q).all():
+                raise ValueError("goal configuration contains NaN or infinite values")
+            outside = (goal_q < self._lower - slack) | (goal_q > self._upper + slack)
+            if outside.any():
+                names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
+                raise ValueError(f"goal is outside the joint limits at {', '.join(names)}")
+            goal_q = np.where(active, np.clip(goal_q, self._lower, self._upper), start)
+            goal_objectives: tuple[obj.Objective, ...] = ()
+        else:
+            goal_objectives = (goal,) if isinstance(goal, obj.Objective) else tuple(goal)
+            if not goal_objectives:
+                raise ValueError("no goal given")
+            names = None if active_joints is None else tuple(active_joints)
+            goal_q = self.ik.solve(goal_objectives, seed=start, active_joints=names).q
+
+        t_count = int(num_steps)
+        rng = np.random.default_rng(seed)
+        initial = functools.partial(self._initial_paths, start, goal_q, active, t_count, rng)
+
+        groups = [(t_count - 1, goal_objectives)]
+        for i, group in enumerate(waypoints):
+            group = (group,) if isinstance(group, obj.Objective) else tuple(group)
+            knot = round((i + 1) * (t_count - 1) / (len(waypoints) + 1))
+            groups.append((knot, group))
+        per_knot = []
+        for knot, group in groups:
+            for o in group:
+                if o.batch_shape != ():
+                    raise ValueError("goal and waypoint objectives must be single (unbatched)")
+                mask = np.zeros((t_count, 1))
+                mask[knot] = 1.0
+                per_knot.append(
+                    dataclasses.replace(
+                        jax.tree.map(lambda a: np.broadcast_to(a, (t_count, a.shape[-1])), o),
+                        weights=mask * np.asarray(o.weights, np.float64),
+                    )
+                )
+
+        per_knot = tuple(per_knot)
+        free = np.ones((t_count, n)) * active
+        free[0] = 0.0
+        if joint_goal:
+            free[-1] = 0.0
+        solve = functools.partial(self.optimize, objectives=per_knot, world=world, **options)
+
+        # CPU: the straight line first, more starts only if it fails; GPU: all at once.
+        attempts = (num_starts,) if num_starts else self._attempts
+        result = None
+        for count in attempts:
+            starts = initial(count)
+            if result is not None:
+                starts[-1] = result.path  # keep the best so far in the running
+            candidate = solve(starts, free=free)
+            if not joint_goal and not candidate.success:
+                candidate = self._exact_goal(candidate, goal_objectives, active_joints, free, solve)
+            if result is None or _better(candidate, result):
+                result = candidate
+            if result.success:
+                break
+        return dataclasses.replace(result, solve_seconds=time.perf_counter() - clock)
+
+    def _initial_paths(self, start, goal_q, active, t_count, rng, count: int) -> np.ndarray:
+        """(count, T, n): the straight line in joint space, then paths bent through random
+        intermediate configurations (within a quarter of each joint's range of the middle)."""
+        knots = np.linspace(0.0, 1.0, t_count)[:, None]
+        paths = [start + knots * (goal_q - start)]
+        span = self._upper - self._lower
+        span = np.where(np.isfinite(span), span, 2 * np.pi)
+        first, second = np.clip(2 * knots, 0, 1), np.clip(2 * knots - 1, 0, 1)
+        for _ in range(count - 1):
+            via = 0.5 * (start + goal_q) + rng.uniform(-0.25, 0.25, start.shape) * span
+            via = np.where(active, np.clip(via, self._lower, self._upper), start)
+            paths.append(start + first * (via - start) + second * (goal_q - via))
+        return np.stack(paths)
+
+    def _exact_goal(self, result, goal_objectives, active_joints, free, solve) -> PlanResult:
+        """The goal costs trade a little accuracy for smoothness. Make the goal exact: IK from
+        the optimised last knot (close by first, then anywhere), then re-optimise with that
+        knot fixed."""
+        if result.min_distance < 0 or result.min_self_distance < 0:
+            return result  # a colliding path is not worth finishing
+        names = None if active_joints is None else tuple(active_joints)
+        tight = {"position_tolerance": 2e-4, "orientation_tolerance": 2e-3}
+        ik = self.ik.solve(
+            goal_objectives, seed=result.path[-1], active_joints=names, max_deviation=0.3, **tight
+        )
+        if not ik.success.all():
+            ik = self.ik.solve(goal_objectives, seed=result.path[-1], active_joints=names, **tight)
+        t_count = result.path.shape[0]
+        ramp = np.clip(np.linspace(-1.0, 1.0, t_count), 0.0, 1.0)[:, None]
+        start = result.path + ramp * (ik.q - result.path[-1])
+        fixed_goal = free.copy()
+        fixed_goal[-1] = 0.0
+        second = solve(start[None], free=fixed_goal)
+        return dataclasses.replace(
+            second if second.success or not result.success else result,
+            iterations=result.iterations + second.iterations,
+            solve_seconds=result.solve_seconds + second.solve_seconds,
+        )
+
+
+def _better(a: PlanResult, b: PlanResult) -> bool:
+    """Success first, then clearance, then goal error, then cost."""
+    key = lambda r: (
+        not r.success,
+        -min(r.min_distance, r.min_self_distance, 0.0),
+        float(np.sum(r.position_errors) + np.sum(r.orientation_errors)),
+        r.cost,
+    )
+    return key(a) < key(b)
+
+
+@jax.jit
+def _link_poses(robot: Robot, q: jax.Array) -> jax.Array:
+    return k.forward_kinematics(robot, q).wxyz_xyz
+
+
+def _knot_bucket(t_count: int) -> int:
+    """Keypoint sequences are padded to these lengths so a new length rarely recompiles."""
+    size = 16
+    while size < t_count:
+        size *= 2 if size < 256 else 1.5
+        size = int(size)
+    return size
+
+
+def retarget(
+    planner: TrajectoryOptimizer,
+    links: tuple[str, ...],
+    keypoints: np.ndarray,
+    *,
+    seed: np.ndarray | None = None,
+    link_weights: np.ndarray | None = None,
+    scale: float = 1.0,
+    smoothness: float = 1.0,
+    world: col.World | None = None,
+    active_joints: tuple[str, ...] | None = None,
+    max_iterations: int = 100,
+) -> tuple[PlanResult, np.ndarray]:
+    """Follows keypoints with links: link ``links[k]`` towards ``scale * keypoints[t, k]``
+    at step t, with smooth joint motion, limits that hold and (with ``world`` and the
+    planner's spheres) collision avoidance.
+
+    Args:
+        links: K link names.
+        keypoints: (T, K, 3) positions in the robot's root frame (m), T >= 2.
+        seed: (n,) configuration the motion starts from (default the middle of the limits);
+            the first knot is free, the seed only initialises the path.
+        link_weights: (K,) >= 0 relative weights (default 1).
+        scale: keypoints are multiplied by this (e.g. human to robot size).
+        smoothness: multiplies the velocity and acceleration weights.
+
+    Returns:
+        (the PlanResult over the T steps, per-step RMS keypoint error (T,) m).
+    """
+    robot = planner.robot
+    n = robot.n_joints
+    keypoints = np.asarray(keypoints, np.float64)
+    links = tuple(links)
+    if keypoints.ndim != 3 or keypoints.shape[1:] != (len(links), 3):
+        raise ValueError(
+            f"keypoints must have shape (T, {len(links)}, 3) for {len(links)} links, "
+            f"got {keypoints.shape}"
+        )
+    t_real = keypoints.shape[0]
+    if t_real < 2:
+        raise ValueError("need at least 2 keypoint steps")
+    if not links:
+        raise ValueError("no links given")
+    if not np.isfinite(keypoints).all():
+        raise ValueError("keypoints contain NaN or infinite values")
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be finite and > 0, got {scale}")
+    if not (np.isfinite(smoothness) and smoothness >= 0):
+        raise ValueError(f"smoothness must be finite and >= 0, got {smoothness}")
+    for link in links:
+        robot.link_index(link)
+    weights_k = np.ones(len(links)) if link_weights is None else np.asarray(link_weights, float)
+    if (
+        weights_k.shape != (len(links),)
+        or not np.isfinite(weights_k).all()
+        or (weights_k < 0).any()
+    ):
+        raise ValueError(f"link_weights must be {len(links)} finite values >= 0")
+    seed = (planner._lower + planner._upper) / 2 if seed is None else np.asarray(seed, float)
+    if seed.shape != (n,) or not np.isfinite(seed).all():
+        raise ValueError(f"seed must be {n} finite joint values")
+    seed = np.clip(seed, planner._lower, planner._upper)
+
+    t_count = _knot_bucket(t_real)
+    targets = np.concatenate(
+        [keypoints * scale, np.repeat(keypoints[-1:] * scale, t_count - t_real, 0)]
+    )
+    on = np.zeros((t_count, 1))
+    on[:t_real] = 1.0  # padded steps carry no target: they just rest after the motion
+    per_link = tuple(
+        dataclasses.replace(
+            obj.position(link, targets[:, i]),
+            weights=on * np.array([weights_k[i], 0.0]),
+        )
+        for i, link in enumerate(links)
+    )
+    active = np.ones(n)
+    if active_joints is not None:
+        active = np.zeros(n)
+        active[[robot.joint_index(j) for j in active_joints]] = 1.0
+    free = np.ones((t_count, n)) * active
+    base = Weights()
+    weights = dataclasses.replace(
+        base,
+        goal=base.goal,
+        velocity=base.velocity * smoothness,
+        acceleration=base.acceleration * smoothness,
+    )
+    # Start from the seed held still; solve the first step as IK so the path starts near it.
+    first = planner.ik.solve(
+        tuple(obj.position(link, targets[0, i]) for i, link in enumerate(links)), seed=seed
+    ).q
+    starts = np.repeat(np.where(active > 0, first, seed)[None, None], t_count, 1)
+    result = planner.optimize(
+        starts,
+        per_link,
+        world=world,
+        free=free,
+        weights=weights,
+        max_iterations=max_iterations,
+        position_tolerance=np.inf,
+        orientation_tolerance=np.inf,
+    )
+    frames = np.asarray(_link_poses(robot, result.path[:t_real].astype(planner._dtype)))
+    idx = [robot.link_index(link) for link in links]
+    errors = np.linalg.norm(frames[:, idx, 4:] - targets[:t_real], axis=-1)
+    step_errors = np.sqrt(np.mean(errors**2, axis=1))
+    return dataclasses.replace(result, path=result.path[:t_real]), step_errors
