@@ -1,4 +1,5 @@
-"""The ``pyroki-ros`` command line: ``fk``, ``ik``, ``demo`` and ``node``.
+"""The ``pyroki-ros`` command line: ``fk``, ``ik``, ``train-sampler``, ``sample``, ``demo`` and
+``node``.
 
 The ``fk`` and ``ik`` sub-commands are a stable file contract (npz in, npz out) used by the
 benchmarks and by outside checks.
@@ -141,6 +142,67 @@ def ik_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def train_sampler_command(args: argparse.Namespace) -> int:
+    from .robot import Robot
+    from .sampler import TrainConfig, train
+
+    robot = Robot.from_urdf(_robot_source(args.urdf))
+    robot.link_index(args.tip)
+    config = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        max_seconds=args.max_seconds if args.max_seconds > 0 else float("inf"),
+        seed=args.seed,
+    )
+    sampler = train(
+        robot,
+        args.tip,
+        base=args.base,
+        mode=args.mode,
+        config=config,
+        hyper_hidden=tuple(args.hyper_hidden),
+        joint_hidden=args.joint_hidden,
+        components=args.components,
+        generated=args.generated,
+    )
+    weights, meta = sampler.save(args.out)
+    info = sampler.spec.training
+    print(
+        f"train-sampler: {info['steps']} steps in {info['seconds']:.0f} s "
+        f"(+{info['compile_seconds']:.0f} s compile) -> {weights}, {meta}"
+    )
+    return 0
+
+
+def sample_command(args: argparse.Namespace) -> int:
+    from .robot import Robot
+    from .sampler import IKSampler
+
+    robot = Robot.from_urdf(_robot_source(args.urdf))
+    sampler = IKSampler.load(args.model, robot)
+    with np.load(args.targets, allow_pickle=False) as data:
+        if "targets" not in data:
+            raise ValueError(f"{args.targets} has no array 'targets'")
+        targets = np.asarray(data["targets"], np.float64)
+    if targets.ndim != 2:
+        raise ValueError(f"targets must have shape (N, 3) or (N, 7), got {targets.shape}")
+    q = sampler.sample(targets, args.k, seed=args.seed, temperature=args.temperature)
+    position, orientation = sampler.errors(targets[:, None], q)
+    np.savez(
+        args.out,
+        joint_names=np.array(robot.joint_names),
+        q=q.astype(np.float64),
+        position_error=position.astype(np.float64),
+        orientation_error=orientation.astype(np.float64),
+    )
+    print(
+        f"sample: {len(targets)} targets x {args.k} samples, mean position error "
+        f"{position.mean() * 100:.2f} cm -> {args.out}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyroki-ros", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,6 +228,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not reuse compiled solvers from ~/.cache/pyroki_ros/xla",
     )
     ik.set_defaults(run=ik_command)
+
+    ts = sub.add_parser(
+        "train-sampler",
+        help="train a learned multi-solution IK sampler for a chain (writes .npz + .json)",
+    )
+    ts.add_argument("--urdf", required=True, help="URDF file, or an embedded robot: panda, ur5")
+    ts.add_argument("--tip", required=True, help="link whose position or pose is the target")
+    ts.add_argument("--base", help="frame of the targets (default: the root link)")
+    ts.add_argument("--out", required=True, help="checkpoint to write: model.npz (+ model.json)")
+    ts.add_argument("--mode", choices=("position", "pose"), default="position")
+    ts.add_argument("--steps", type=int, default=20000, help="training steps (default 20000)")
+    ts.add_argument(
+        "--max-seconds", type=float, default=0.0, help="stop after this long (0 = no limit)"
+    )
+    ts.add_argument("--batch-size", type=int, default=1024)
+    ts.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    ts.add_argument("--hyper-hidden", type=int, nargs="+", default=[256, 256])
+    ts.add_argument("--joint-hidden", type=int, default=64)
+    ts.add_argument("--components", type=int, default=8)
+    ts.add_argument(
+        "--generated",
+        choices=("film", "all"),
+        default="film",
+        help="hypernetwork output: film = per-joint biases and gains (default, ~5x faster to "
+        "train on a CPU), all = every per-joint weight (the paper)",
+    )
+    ts.add_argument("--seed", type=int, default=0)
+    ts.set_defaults(run=train_sampler_command)
+
+    sa = sub.add_parser("sample", help="draw IK samples from a sampler checkpoint (npz in/out)")
+    sa.add_argument("--urdf", required=True, help="URDF file, or an embedded robot: panda, ur5")
+    sa.add_argument("--model", required=True, help="checkpoint from train-sampler (.npz)")
+    sa.add_argument("--targets", required=True, help="npz with targets (N, 3) or (N, 7) wxyz_xyz")
+    sa.add_argument("--out", required=True, help="npz to write: joint_names, q (N, k, n), errors")
+    sa.add_argument("-k", type=int, default=8, help="samples per target (default 8)")
+    sa.add_argument("--temperature", type=float, default=1.0)
+    sa.add_argument("--seed", type=int, default=0)
+    sa.set_defaults(run=sample_command)
 
     node = sub.add_parser(
         "node",

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Learned IK sampler benchmark: sample accuracy, diversity, throughput, and seeding the solver.
+
+Per robot chain: train a sampler for a bounded time (or load a checkpoint from --models), then
+
+* raw samples: K per target for N targets (the tip poses of uniform random chain
+  configurations); position error mean / median, % within 1 cm and 10 cm, orientation error
+  for pose samplers; the same at temperature 0.5, and the best of the K by FK error;
+* diversity: mean standard deviation of a target's K samples in joint space (rad), and the
+  number of distinct solutions among its accurate (< 10 cm) samples (greedy clusters, 0.5 rad
+  apart in the max-norm over the chain joints);
+* sampling throughput (1000 targets x K in one call, after warm-up);
+* the solver, one target per call: its own strategy (start at the middle of the limits, then
+  quasi-random restarts) against the sampler's best-of-K as seed and against a batched solve
+  from all K samples: success (solver tolerances 1 mm / 1 degree), median iterations, median
+  latency per target (sampling included).
+
+Examples (repository root)::
+
+    .venv/bin/python bench/sampler_benchmark.py --robots arm4 --train-seconds 120
+    .venv/bin/python bench/sampler_benchmark.py --robots panda --train-seconds 900 \\
+        --models /tmp/sampler_models --markdown /tmp/sampler.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from pyroki_ros import Robot
+from pyroki_ros.ik import IKSolver
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.sampler import IKSampler, TrainConfig, train
+from pyroki_ros.sampler.core import tip_pose
+from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
+
+REPO = Path(__file__).resolve().parent.parent
+ROBOTS = {  # name: (URDF, tip)
+    "panda": (str(urdf_path("panda")), "panda_hand_tcp"),
+    "arm4": (str(REPO / "bench/robots/arm4.urdf"), "tool"),
+    "ur5": (str(urdf_path("ur5")), "tool0"),
+}
+
+
+def targets_for(sampler: IKSampler, n: int, seed: int) -> np.ndarray:
+    robot, spec = sampler.robot, sampler.spec
+    q = np.tile(sampler.rest, (n, 1))
+    random = np.asarray(robot.random_configurations(jax.random.PRNGKey(seed), (n,)))
+    q[:, list(spec.chain)] = random[:, list(spec.chain)]
+    pose = np.asarray(jax.jit(tip_pose, static_argnums=(1, 2))(robot, spec.tip, spec.base, q))
+    return pose[:, 4:] if spec.mode == "position" else pose
+
+
+def clusters(q: np.ndarray, threshold: float = 0.5) -> int:
+    """Greedy count of solutions more than ``threshold`` apart (max-norm) among q (k, n)."""
+    centers: list[np.ndarray] = []
+    for qi in q:
+        if all(np.abs(qi - c).max() > threshold for c in centers):
+            centers.append(qi)
+    return len(centers)
+
+
+def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) -> dict:
+    chain = list(sampler.spec.chain)
+    q = sampler.sample(targets, k, seed=1, temperature=temperature)
+    pos, rot = sampler.errors(targets[:, None], q)
+    accurate = pos < 0.1
+    n_clusters = [clusters(q[i][accurate[i]][:, chain]) for i in range(len(targets))]
+    return {
+        "pos_mean_cm": 100 * float(pos.mean()),
+        "pos_median_cm": 100 * float(np.median(pos)),
+        "within_1cm": 100 * float((pos < 0.01).mean()),
+        "within_10cm": 100 * float((pos < 0.1).mean()),
+        "rot_mean_deg": math.degrees(float(rot.mean())),
+        "rot_median_deg": math.degrees(float(np.median(rot))),
+        "spread_rad": float(q[..., chain].std(axis=1).mean()),
+        "clusters": float(np.mean(n_clusters)),
+    }
+
+
+def throughput(sampler: IKSampler, targets, k: int) -> float:
+    batch = np.resize(targets, (1000, targets.shape[-1]))
+    sampler.sample(batch, k)  # compile
+    start = time.perf_counter()
+    for i in range(3):
+        sampler.sample(batch, k, seed=i)
+    return 3 * 1000 * k / (time.perf_counter() - start)
+
+
+def solver_stats(sampler: IKSampler, targets, k: int, n: int) -> dict:
+    solver = IKSolver(sampler.robot)
+    active = [sampler.robot.joint_names[i] for i in sampler.spec.chain]
+    options = {"active_joints": active}
+    runs = {
+        "solver restarts": lambda t: solver.solve(objective_for(sampler, t), **options),
+        f"best of {k} samples as seed": lambda t: seeded_solve(
+            solver, sampler, t, k=k, strategy="best", **options
+        ),
+        f"all {k} samples as seeds": lambda t: seeded_solve(
+            solver, sampler, t, k=k, strategy="all", **options
+        ),
+    }
+    out = {}
+    for name, run in runs.items():
+        run(targets[0])  # compile
+        rows = []
+        for t in targets[:n]:
+            start = time.perf_counter()
+            result = run(t)
+            rows.append((time.perf_counter() - start, bool(result.success), int(result.iterations)))
+        seconds, success, iterations = map(np.asarray, zip(*rows))
+        out[name] = {
+            "success": 100 * float(success.mean()),
+            "median_iterations": float(np.median(iterations)),
+            "median_ms": 1e3 * float(np.median(seconds)),
+            "p95_ms": 1e3 * float(np.percentile(seconds, 95)),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--robots", default="arm4,ur5,panda")
+    parser.add_argument("--mode", choices=("position", "pose"), default="position")
+    parser.add_argument("--train-seconds", type=float, default=300.0)
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--generated", choices=("all", "film"), default="film")
+    parser.add_argument("--hyper-hidden", default="256,256")
+    parser.add_argument("--joint-hidden", type=int, default=64)
+    parser.add_argument("--components", type=int, default=8)
+    parser.add_argument("--models", help="folder of checkpoints: load <robot>_<mode>.npz if there")
+    parser.add_argument("--targets", type=int, default=500)
+    parser.add_argument("--solver-targets", type=int, default=100)
+    parser.add_argument("-k", type=int, default=16)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+
+    results = {
+        "machine": f"{platform.processor() or platform.machine()}, {jax.devices()[0].platform}",
+        "args": vars(args),
+        "robots": {},
+    }
+    for name in args.robots.split(","):
+        urdf, tip = ROBOTS[name]
+        robot = Robot.from_urdf(urdf)
+        path = Path(args.models) / f"{name}_{args.mode}.npz" if args.models else None
+        if path is not None and path.exists():
+            sampler = IKSampler.load(path, robot)
+            print(f"{name}: loaded {path}")
+        else:
+            config = TrainConfig(
+                steps=10**7,
+                max_seconds=args.train_seconds,
+                batch_size=args.batch_size,
+                learning_rate=args.lr,
+                chunk=20,
+            )
+            sampler = train(
+                robot,
+                tip,
+                mode=args.mode,
+                config=config,
+                hyper_hidden=tuple(int(x) for x in args.hyper_hidden.split(",")),
+                joint_hidden=args.joint_hidden,
+                components=args.components,
+                generated=args.generated,
+                log=lambda line, name=name: print(f"{name}: {line}", flush=True),
+            )
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sampler.save(path)
+        targets = targets_for(sampler, args.targets, seed=2024)
+        row = {
+            "training": sampler.spec.training,
+            "model": sampler.spec.model.to_json(),
+            "chain_joints": len(sampler.spec.chain),
+            "raw": sample_stats(sampler, targets, args.k),
+            "raw_t0.5": sample_stats(sampler, targets, args.k, temperature=0.5),
+            "samples_per_s": throughput(sampler, targets, args.k),
+        }
+        best, _ = best_samples(sampler, targets, args.k, seed=1)
+        pos, rot = sampler.errors(targets, best)
+        row["best_of_k"] = {
+            "pos_mean_cm": 100 * float(pos.mean()),
+            "pos_median_cm": 100 * float(np.median(pos)),
+            "within_1cm": 100 * float((pos < 0.01).mean()),
+            "rot_mean_deg": math.degrees(float(rot.mean())),
+        }
+        row["solver"] = solver_stats(sampler, targets, args.k, args.solver_targets)
+        results["robots"][name] = row
+        print(json.dumps({name: row}, indent=1), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

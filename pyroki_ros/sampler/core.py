@@ -1,0 +1,369 @@
+"""The learned sampler: a trained model bound to a robot chain; sampling, paths, checkpoints.
+
+A sampler models the joints that move ``tip`` relative to ``base`` (the chain); every other
+actuated joint of a returned configuration sits at ``rest`` (the middle of its limits by
+default). Targets are tip positions (*batch, 3) for a ``"position"`` sampler, or tip poses
+(*batch, 7) wxyz_xyz for a ``"pose"`` sampler, in the base frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import jaxlie
+import numpy as np
+
+from ..kinematics import forward_kinematics
+from ..robot import Robot
+from . import model as m
+
+Mode = Literal["position", "pose"]
+FORMAT = "pyroki_ros.sampler/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerSpec:
+    """Everything but the weights: what the checkpoint's JSON holds."""
+
+    robot_name: str
+    joint_names: tuple[str, ...]  # every actuated joint of the robot, in q order
+    limits: tuple[tuple[float, float], ...]  # (lower, upper) per actuated joint
+    tip: str
+    base: str
+    mode: Mode
+    chain: tuple[int, ...]  # indices into joint_names of the modelled joints
+    model: m.ModelConfig
+    target_center: tuple[float, ...]  # (3,) to normalize target positions
+    target_scale: float
+    training: dict = dataclasses.field(default_factory=dict, compare=False)  # provenance only
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["model"] = self.model.to_json()
+        return {"format": FORMAT, **data}
+
+    @staticmethod
+    def from_json(data: dict) -> SamplerSpec:
+        data = dict(data)
+        if data.pop("format", None) != FORMAT:
+            raise ValueError(f"not a sampler checkpoint (expected format '{FORMAT}')")
+        data["model"] = m.ModelConfig.from_json(data["model"])
+        for key in ("joint_names", "chain", "target_center"):
+            data[key] = tuple(data[key])
+        data["limits"] = tuple(tuple(x) for x in data["limits"])
+        return SamplerSpec(**data)
+
+
+def target_dim(mode: Mode) -> int:
+    return 3 if mode == "position" else 9
+
+
+def tip_pose(robot: Robot, tip: str, base: str, q: jax.Array) -> jax.Array:
+    """Pose of ``tip`` in the ``base`` frame, (*batch, 7) wxyz_xyz."""
+    poses = forward_kinematics(robot, q).wxyz_xyz
+    pose = jaxlie.SE3(poses[..., robot.link_index(tip), :])
+    if base != robot.root_link:
+        pose = jaxlie.SE3(poses[..., robot.link_index(base), :]).inverse() @ pose
+    return pose.wxyz_xyz
+
+
+def target_features(spec: SamplerSpec, targets: jax.Array) -> jax.Array:
+    """Network input (*batch, target_dim) from positions (*batch, 3) or poses (*batch, 7)."""
+    position = targets[..., -3:]
+    c = (position - jnp.asarray(spec.target_center, position.dtype)) / spec.target_scale
+    if spec.mode == "pose":
+        # Two columns of the rotation matrix: continuous in the rotation, unlike a quaternion
+        # (q and -q are the same rotation).
+        rotation = jaxlie.SO3(
+            targets[..., :4] / jnp.linalg.norm(targets[..., :4], axis=-1, keepdims=True)
+        ).as_matrix()
+        c = jnp.concatenate([c, rotation[..., :, 0], rotation[..., :, 1]], axis=-1)
+    return c
+
+
+def pose_errors(spec: SamplerSpec, targets: jax.Array, poses: jax.Array):
+    """Position error (m) and orientation error (rad; zeros for position targets) of tip poses
+    (*batch, 7) against targets broadcastable to them."""
+    position_error = jnp.linalg.norm(poses[..., 4:] - targets[..., -3:], axis=-1)
+    if spec.mode == "position":
+        return position_error, jnp.zeros_like(position_error)
+    target_q = targets[..., :4] / jnp.linalg.norm(targets[..., :4], axis=-1, keepdims=True)
+    dot = jnp.abs(jnp.sum(target_q * poses[..., :4], axis=-1))
+    return position_error, 2 * jnp.arccos(jnp.clip(dot, 0.0, 1.0))
+
+
+def _sample_joint(key, logits, means, log_scales, temperature, low, high):
+    """One draw from a mixture over one joint, restricted to [low, high] (normalized units).
+
+    The component is picked by its mass inside the window, then the value by the inverse CDF
+    of that component truncated to the window, so a window (path following) never rejects.
+    """
+    scales = jnp.exp(log_scales) * temperature
+    low_, high_ = low[..., None], high[..., None]
+    cdf_low = jax.scipy.special.ndtr((low_ - means) / scales)
+    cdf_high = jax.scipy.special.ndtr((high_ - means) / scales)
+    mass = cdf_high - cdf_low
+    pick_key, value_key = jax.random.split(key)
+    choice_logits = jax.nn.log_softmax(logits, -1) + jnp.log(mass + 1e-30)
+    k = jax.random.categorical(pick_key, choice_logits, axis=-1)[..., None]
+    take = lambda x: jnp.take_along_axis(x, k, axis=-1)[..., 0]
+    mean, scale = take(means), take(scales)
+    lo, hi, mass_k = take(cdf_low), take(cdf_high), take(mass)
+    uniform = jax.random.uniform(value_key, mean.shape, mean.dtype, 1e-6, 1 - 1e-6)
+    p = jnp.clip(lo + uniform * (hi - lo), 1e-7, 1 - 1e-7)
+    value = mean + scale * jax.scipy.special.ndtri(p)
+    # All mass of the component outside the window (float32 CDF of 0 or 1): nearest edge.
+    value = jnp.where(mass_k > 1e-6, value, mean)
+    return jnp.clip(value, low, high)
+
+
+def half_span(spec: SamplerSpec) -> jax.Array:
+    """(n,) half the range of each chain joint (rad or m)."""
+    limits = np.asarray(spec.limits, np.float64)[list(spec.chain)]
+    return jnp.asarray((limits[:, 1] - limits[:, 0]) / 2, jnp.float32)
+
+
+def sample_normalized(
+    spec: SamplerSpec,
+    params: m.Params,
+    c: jax.Array,
+    key: jax.Array,
+    temperature: float | jax.Array,
+    low: jax.Array,
+    high: jax.Array,
+) -> jax.Array:
+    """Joint-by-joint draws in normalized units.
+
+    Args:
+        c: (N, target_dim) target features.
+        low, high: (N, K, n) window per joint in normalized units ([-1, 1] = the limits).
+
+    Returns:
+        (N, K, n)
+    """
+    config = spec.model
+    weights = primary_weights_for_samples(config, params, c)
+    n_targets, k = low.shape[:2]
+    u = jnp.zeros((n_targets, k, config.n_joints), c.dtype)
+    c_k = jnp.broadcast_to(c[:, None], (n_targets, k, c.shape[-1]))
+    keys = jax.random.split(key, config.n_joints)
+    for j in range(config.n_joints):
+        logits, means, log_scales = m.joint_mixture(config, weights, c_k, u, j, half_span(spec))
+        value = _sample_joint(
+            keys[j], logits, means, log_scales, temperature, low[..., j], high[..., j]
+        )
+        u = u.at[..., j].set(value)
+    return u
+
+
+def primary_weights_for_samples(config, params, c):
+    """Per-target weights with a sample axis of size 1 (broadcast over the K samples)."""
+    weights = m.primary_weights(config, params, c)
+    generated = config.generated_names()
+    return {k: v[:, None] if k in generated else v for k, v in weights.items()}
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "k"))
+def _sample(spec, params, rest, targets, key, temperature, k):
+    c = target_features(spec, targets)
+    shape = (targets.shape[0], k, spec.model.n_joints)
+    u = sample_normalized(spec, params, c, key, temperature, -jnp.ones(shape), jnp.ones(shape))
+    return _to_configuration(spec, rest, u)
+
+
+def _to_configuration(spec: SamplerSpec, rest: jax.Array, u: jax.Array) -> jax.Array:
+    """Full configurations (..., n_all) from normalized chain joints (..., n)."""
+    lower, upper = _chain_limits(spec, u.dtype)
+    s = (jnp.clip(u, -1, 1) + 1) / 2
+    q_chain = jnp.clip((1 - s) * lower + s * upper, lower, upper)  # never rounds past a limit
+    q = jnp.broadcast_to(rest, (*u.shape[:-1], rest.shape[-1]))
+    return q.at[..., jnp.asarray(spec.chain)].set(q_chain)
+
+
+def _chain_limits(spec: SamplerSpec, dtype):
+    limits = np.asarray(spec.limits, np.float64)[list(spec.chain)]
+    return jnp.asarray(limits[:, 0], dtype), jnp.asarray(limits[:, 1], dtype)
+
+
+def _normalize(spec: SamplerSpec, q_chain: jax.Array) -> jax.Array:
+    lower, upper = _chain_limits(spec, q_chain.dtype)
+    return 2 * (q_chain - lower) / (upper - lower) - 1
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _paths(spec, params, rest, targets, start, key, temperature, radius):
+    """targets (T, d), start (K, n) normalized -> (T, K, n) normalized, every step within
+    ``radius`` (normalized, (n,)) of the previous one."""
+
+    def step(u_prev, inputs):
+        target, step_key = inputs
+        c = target_features(spec, target[None])
+        low = jnp.maximum(u_prev - radius, -1.0)[None]
+        high = jnp.minimum(u_prev + radius, 1.0)[None]
+        u = sample_normalized(spec, params, c, step_key, temperature, low, high)[0]
+        return u, u
+
+    keys = jax.random.split(key, targets.shape[0])
+    _, us = jax.lax.scan(step, start, (targets, keys))
+    return us
+
+
+@dataclasses.dataclass(frozen=True)
+class IKSampler:
+    """A trained multi-solution IK sampler for one robot chain."""
+
+    spec: SamplerSpec
+    params: m.Params
+    robot: Robot
+
+    @property
+    def rest(self) -> np.ndarray:
+        """(n_all,) values of the joints outside the chain: the middle of their limits."""
+        limits = np.asarray(self.spec.limits, np.float64)
+        return (limits[:, 0] + limits[:, 1]) / 2
+
+    def _targets(self, targets) -> np.ndarray:
+        targets = np.asarray(targets, np.float32)
+        size = 3 if self.spec.mode == "position" else 7
+        if targets.ndim == 0 or targets.shape[-1] != size:
+            what = "positions (*batch, 3)" if size == 3 else "poses (*batch, 7) wxyz_xyz"
+            raise ValueError(f"this sampler takes {what}; got shape {targets.shape}")
+        if not np.isfinite(targets).all():
+            raise ValueError("targets contain NaN or infinite values")
+        return targets
+
+    def sample(self, targets, k: int = 8, *, seed: int | jax.Array = 0, temperature=1.0):
+        """``k`` configurations per target, inside the limits: (*batch, k, n_all) numpy.
+
+        ``temperature`` < 1 narrows every mixture component (more accurate, less diverse).
+        """
+        targets = self._targets(targets)
+        batch = targets.shape[:-1]
+        flat = targets.reshape(-1, targets.shape[-1])
+        key = jax.random.PRNGKey(seed) if isinstance(seed, int) else seed
+        q = _sample(
+            self.spec,
+            self.params,
+            jnp.asarray(self.rest, jnp.float32),
+            flat,
+            key,
+            jnp.float32(temperature),
+            k,
+        )
+        return np.asarray(self.robot.clip(q)).reshape(*batch, k, -1)
+
+    def paths(
+        self,
+        targets,
+        k: int = 4,
+        *,
+        radius: float = 0.1,
+        start=None,
+        seed: int = 0,
+        temperature=1.0,
+    ) -> np.ndarray:
+        """``k`` joint-space paths through a sequence of targets (T, 3 or 7): (k, T, n_all).
+
+        Every step's chain joints stay within ``radius`` (rad, or m for prismatic joints) of
+        the previous step's (the paper's path method: each joint's mixture restricted to a
+        window around its previous value). The first step is drawn freely, or starts from
+        ``start`` (k, n_all) or (n_all,) when given.
+        """
+        targets = self._targets(targets)
+        if targets.ndim != 2:
+            raise ValueError(f"targets must be a sequence (T, {targets.shape[-1]})")
+        key = jax.random.PRNGKey(seed)
+        first_key, key = jax.random.split(key)
+        if start is None:
+            q0 = self.sample(targets[:1], k, seed=first_key, temperature=temperature)[0]
+        else:
+            q0 = np.broadcast_to(np.asarray(start, np.float32), (k, self.robot.n_joints))
+        chain = list(self.spec.chain)
+        u0 = _normalize(self.spec, jnp.asarray(q0[:, chain], jnp.float32))
+        lower, upper = _chain_limits(self.spec, jnp.float32)
+        radius_u = 2 * radius / (upper - lower)
+        us = _paths(
+            self.spec,
+            self.params,
+            jnp.asarray(self.rest, jnp.float32),
+            jnp.asarray(targets),
+            u0,
+            key,
+            jnp.float32(temperature),
+            radius_u,
+        )
+        q = _to_configuration(self.spec, jnp.asarray(self.rest, jnp.float32), us)
+        return np.asarray(self.robot.clip(q)).transpose(1, 0, 2)
+
+    def errors(self, targets, q) -> tuple[np.ndarray, np.ndarray]:
+        """Position (m) and orientation (rad) errors of configurations q (*batch, n_all)
+        against targets broadcastable to them (float32 FK)."""
+        targets = self._targets(targets)
+        pos, rot = _errors(self.spec, self.robot, jnp.asarray(targets), jnp.asarray(q, jnp.float32))
+        return np.asarray(pos), np.asarray(rot)
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> tuple[Path, Path]:
+        """Writes ``path`` (.npz weights) and the same name with .json (robot, joints, limits,
+        model settings). Returns both paths."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        np.savez(path, **{k: np.asarray(v) for k, v in self.params.items()})
+        meta = path.with_suffix(".json")
+        meta.write_text(json.dumps(self.spec.to_json(), indent=1) + "\n")
+        return path, meta
+
+    @staticmethod
+    def load(path: str | Path, robot: Robot) -> IKSampler:
+        """Loads a checkpoint for ``robot``; ValueError when the robot does not match (name,
+        actuated joints, limits) or the file is not a sampler checkpoint."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        spec = SamplerSpec.from_json(json.loads(path.with_suffix(".json").read_text()))
+        check_robot(spec, robot)
+        with np.load(path, allow_pickle=False) as data:
+            params = {k: jnp.asarray(data[k], jnp.float32) for k in data.files}
+        expected = m.init_params(spec.model, 0)
+        for name, value in expected.items():
+            if name not in params or params[name].shape != value.shape:
+                raise ValueError(f"{path}: weight '{name}' missing or of the wrong shape")
+        return IKSampler(spec, params, robot)
+
+
+def check_robot(spec: SamplerSpec, robot: Robot) -> None:
+    """ValueError naming the first difference between the checkpoint's robot and ``robot``."""
+    if spec.robot_name != robot.name:
+        raise ValueError(f"checkpoint is for robot '{spec.robot_name}', not '{robot.name}'")
+    if tuple(spec.joint_names) != tuple(robot.joint_names):
+        raise ValueError(
+            f"checkpoint joints {', '.join(spec.joint_names)} differ from the robot's "
+            f"{', '.join(robot.joint_names)}"
+        )
+    ours = np.asarray(robot.exact_limits, np.float64).reshape(-1, 2)
+    if not np.allclose(np.asarray(spec.limits, np.float64), ours, atol=1e-6):
+        raise ValueError("checkpoint joint limits differ from the robot's")
+    for link in (spec.tip, spec.base):
+        robot.link_index(link)
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _errors(spec, robot, targets, q):
+    poses = tip_pose(robot, spec.tip, spec.base, q)
+    return pose_errors(spec, targets, poses)
+
+
+def chain_for(robot: Robot, tip: str, base: str | None) -> tuple[str, tuple[int, ...]]:
+    base = base or robot.root_link
+    chain = robot.chain_joints(base, tip)
+    if not chain:
+        raise ValueError(f"no actuated joint moves '{tip}' relative to '{base}'")
+    return base, chain
