@@ -216,3 +216,34 @@ def test_cli_trains_and_samples(tmp_path, capsys):
     assert "mean position error" in capsys.readouterr().out
     urdf.write_text(FOUR)  # another robot: the checkpoint is refused
     assert main([*args, "--targets", str(tmp_path / "targets.npz"), "--out", str(out)]) == 2
+
+
+def test_pose_sampler_reports_errors_like_the_reference():
+    # Full pose targets: the model reads the orientation too; the error report is checked
+    # against the reference FK (a few steps of training: accuracy is not the point here).
+    robot = Robot.from_urdf(TWO)
+    config = TrainConfig(steps=100, batch_size=64, chunk=100, seed=1)
+    sampler = train(
+        robot,
+        "tip",
+        mode="pose",
+        config=config,
+        log=None,
+        hyper_hidden=(16,),
+        joint_hidden=8,
+        components=2,
+    )
+    q_true = np.array([[0.3, 1.2], [-1.0, -0.7], [2.0, 0.4]])
+    model = parse_urdf(TWO)
+    poses = [reference_fk(model, qi)["tip"] for qi in q_true]
+    yaw = np.array([np.arctan2(p[1, 0], p[0, 0]) for p in poses])
+    targets = np.concatenate(
+        [np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], 1),
+         np.array([p[:3, 3] for p in poses])], axis=1,
+    )  # fmt: skip
+    q = sampler.sample(targets, 4, seed=2)
+    position, orientation = sampler.errors(targets[:, None], q)
+    np.testing.assert_allclose(position, reference_errors(TWO, q, targets[:, None, 4:]), atol=2e-5)
+    sample_yaw = q.sum(-1)  # planar z-axis chain: the tip's yaw is the sum of the joints
+    expected = np.abs(np.angle(np.exp(1j * (sample_yaw - yaw[:, None]))))
+    np.testing.assert_allclose(orientation, expected, atol=2e-3)
