@@ -205,13 +205,15 @@ def solve_chain(
         delta = delta.reshape(groups * b, n)[:t_count] * free
         return jnp.clip(x + delta, lower, upper)
 
-    lin0 = linearize(x0)
+    # The first iteration only linearises at x0 (no step), so the program holds one copy of
+    # the (large) linearisation instead of two: half the compile time.
+    lin0 = jax.tree.map(jnp.zeros_like, jax.eval_shape(linearize, x0))
     state0 = {
         "x": x0,
         "lin": lin0,
-        "cost": _total_cost(lin0, x0),
+        "cost": jnp.asarray(jnp.inf, x0.dtype),
         "damping": jnp.asarray(initial_damping, x0.dtype),
-        "iterations": jnp.asarray(0, jnp.int32),
+        "iterations": jnp.asarray(-1, jnp.int32),
         "done": jnp.asarray(False),
         "converged": jnp.asarray(False),
     }
@@ -220,17 +222,20 @@ def solve_chain(
         return ~s["done"]
 
     def body(s):
-        candidate = step(s["lin"], s["x"], s["damping"])
+        first = s["iterations"] < 0
+        candidate = jnp.where(first, s["x"], step(s["lin"], s["x"], s["damping"]))
         lin_c = linearize(candidate)
         cost_c = _total_cost(lin_c, candidate)
-        better = jnp.isfinite(cost_c) & (cost_c < s["cost"])
+        better = first | (jnp.isfinite(cost_c) & (cost_c < s["cost"]))
         decrease = (s["cost"] - cost_c) / jnp.maximum(s["cost"], 1e-30)
-        converged = (better & (decrease < relative_tolerance)) | (
+        converged = (better & ~first & (decrease < relative_tolerance)) | (
             jnp.where(better, cost_c, s["cost"]) <= cost_tolerance
         )
         pick = lambda new, old: jnp.where(better, new, old)
         iterations = s["iterations"] + 1
-        damping = jnp.where(better, s["damping"] * 0.3, s["damping"] * 4.0)
+        damping = jnp.where(
+            first, s["damping"], jnp.where(better, s["damping"] * 0.3, s["damping"] * 4.0)
+        )
         stuck = damping > 1e8  # no damping gives a decrease: a (constrained) minimum
         return {
             "x": pick(candidate, s["x"]),

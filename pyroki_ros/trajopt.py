@@ -101,7 +101,7 @@ def _sample_fractions(count: int) -> np.ndarray:
 
 
 SELF_ROWS = 16  # self-collision residual rows per configuration: its closest sphere pairs
-WORLD_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64)  # obstacles per kind, padded up to these
+WORLD_BUCKETS = (4, 8, 16, 32, 64)  # obstacles per kind are padded up to these: few programs
 
 
 class _Collision:
@@ -279,13 +279,17 @@ def _linearize(
     """Gauss-Newton pieces of all costs at the path x (T, n)."""
     t_count, n = x.shape
     w = p.weights
-    moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
-    r, jac, _, _ = obj.evaluate_t(robot, x.T, moved)  # (m, T), (m, n, T)
-    scale = jnp.sqrt(w[0])
-    r, jac = scale * r, scale * jac
-    diagonal = jnp.einsum("mit,mjt->tij", jac, jac)
-    gradient = jnp.einsum("mit,mt->ti", jac, r)
-    cost = 0.5 * jnp.sum(r * r)
+    diagonal = jnp.zeros((t_count, n, n), x.dtype)
+    gradient = jnp.zeros((t_count, n), x.dtype)
+    cost = jnp.zeros((), x.dtype)
+    if p.objectives:
+        moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
+        r, jac, _, _ = obj.evaluate_t(robot, x.T, moved)  # (m, T), (m, n, T)
+        scale = jnp.sqrt(w[0])
+        r, jac = scale * r, scale * jac
+        diagonal = jnp.einsum("mit,mjt->tij", jac, jac)
+        gradient = jnp.einsum("mit,mt->ti", jac, r)
+        cost = 0.5 * jnp.sum(r * r)
 
     rest = x - p.rest
     diagonal = diagonal + w[4] * jnp.eye(n, dtype=x.dtype)
@@ -322,21 +326,16 @@ def _linearize(
 def _report(robot: Robot, collide: _Collision, p: _Problem, x: jax.Array, samples: int):
     """Errors at each objective's last weighted knot, and clearances along the whole path
     (knots and ``samples`` points inside every segment)."""
-    moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
-    _, _, pos, rot = obj.evaluate_t(robot, x.T, moved)  # (k, T)
     t_count = x.shape[0]
-    last = (
-        jnp.stack(
-            [
-                jnp.max(jnp.where(jnp.any(o.weights > 0, -1), jnp.arange(t_count), 0))
-                for o in p.objectives
-            ]
-        )
-        if p.objectives
-        else jnp.zeros((0,), jnp.int32)
-    )
-    pos = pos[jnp.arange(len(p.objectives)), last] if p.objectives else pos[:, 0]
-    rot = rot[jnp.arange(len(p.objectives)), last] if p.objectives else rot[:, 0]
+    k_count = len(p.objectives)
+    pos = rot = jnp.zeros((0,), x.dtype)
+    if k_count:
+        moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
+        _, _, pos_t, rot_t = obj.evaluate_t(robot, x.T, moved)  # (k, T)
+        weighted = jnp.stack([jnp.any(o.weights > 0, -1) for o in p.objectives])  # (k, T)
+        last = jnp.max(jnp.where(weighted, jnp.arange(t_count), 0), axis=1)
+        pos = pos_t[jnp.arange(k_count), last]
+        rot = rot_t[jnp.arange(k_count), last]
     inf = jnp.asarray(jnp.inf, x.dtype)
     if collide.spheres is None:
         return pos, rot, inf, inf
@@ -403,7 +402,7 @@ class TrajectoryOptimizer:
         from .ik import IKSolver
 
         self.ik = IKSolver(robot, device=device)
-        self._attempts = (1, 8) if self.device.platform == "cpu" else (8,)
+        self._attempts = (1,) * 8 if self.device.platform == "cpu" else (8,)
 
     # -- compiled programs -------------------------------------------------------------------
 
@@ -552,6 +551,7 @@ class TrajectoryOptimizer:
         num_starts: int | None = None,
         active_joints: tuple[str, ...] | None = None,
         seed: int = 0,
+        progress=None,
         **options,
     ) -> PlanResult:
         """Plans from ``start`` (n,) to a goal: IK objectives (reached at the last knot, the
@@ -563,9 +563,11 @@ class TrajectoryOptimizer:
             num_steps: knots T, start and goal included.
             num_starts: initial paths optimised together: the straight line in joint space and
                 ``num_starts - 1`` paths through random intermediate configurations. Default:
-                on a CPU the straight line alone, then 8 starts if that fails; on a GPU 8 at once.
+                on a CPU up to 8 paths one after the other, stopping at the first success; on a
+                GPU 8 at once.
             active_joints: joints that may move (default all); the others keep the start value.
             seed: of the random intermediate configurations (plans are deterministic).
+            progress: optional callable taking a line of text per attempt (for a log).
             **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
         """
         clock = time.perf_counter()
@@ -647,18 +649,24 @@ class TrajectoryOptimizer:
             free[-1] = 0.0
         solve = functools.partial(self.optimize, objectives=per_knot, world=world, **options)
 
-        # CPU: the straight line first, more starts only if it fails; GPU: all at once.
+        # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
+        # success; GPU: all start paths at once.
         attempts = (num_starts,) if num_starts else self._attempts
-        result = None
+        paths = initial(sum(attempts))
+        result, used = None, 0
         for count in attempts:
-            starts = initial(count)
-            if result is not None:
-                starts[-1] = result.path  # keep the best so far in the running
+            starts = paths[used : used + count].copy()
+            used += count
             candidate = solve(starts, free=free)
             if not joint_goal and not candidate.success:
                 candidate = self._exact_goal(candidate, goal_objectives, active_joints, free, solve)
             if result is None or _better(candidate, result):
                 result = candidate
+            if progress is not None:
+                progress(
+                    f"start path {used}/{sum(attempts)}: {candidate.message} "
+                    f"({candidate.iterations} iterations, {candidate.solve_seconds:.3f} s)"
+                )
             if result.success:
                 break
         return dataclasses.replace(result, solve_seconds=time.perf_counter() - clock)

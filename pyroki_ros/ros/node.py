@@ -9,8 +9,11 @@ Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
   the model and warms it up; an invalid one is logged and the last good model stays in use.
 * subscribes ``joint_states`` (sensor_msgs/JointState): the current configuration, default seed.
 * services ``~/solve_ik`` (pyroki_ros/srv/SolveIK), ``~/solve_ik_batch``
-  (pyroki_ros/srv/SolveIKBatch), ``~/compute_fk`` (pyroki_ros/srv/ComputeFK). Every refused
-  request gets ``success = false``, an ErrorCode and a message; the node keeps serving.
+  (pyroki_ros/srv/SolveIKBatch), ``~/compute_fk`` (pyroki_ros/srv/ComputeFK),
+  ``~/plan_trajectory`` (pyroki_ros/srv/PlanTrajectory: collision-aware trajectory
+  optimisation, timed within the scaled limits, optionally published) and
+  ``~/retarget_motion`` (pyroki_ros/srv/RetargetMotion). Every refused request gets
+  ``success = false``, an ErrorCode and a message; the node keeps serving.
 * teleop: ``~/goal_pose`` (geometry_msgs/PoseStamped for ``tip_link``) and ``~/goal``
   (pyroki_ros/MultiLinkGoal), depth 1: the newest goal wins. A timer at ``teleop_rate_hz``
   solves the newest goal, seeded with the previous output, every joint's step limited to
@@ -58,8 +61,9 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from pyroki_ros.msg import ErrorCode, IKObjective, MultiLinkGoal
-from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
+from pyroki_ros.srv import ComputeFK, PlanTrajectory, RetargetMotion, SolveIK, SolveIKBatch
 
+from . import planning
 from .conversions import (
     RequestError,
     joint_state,
@@ -178,9 +182,9 @@ PARAMETERS = (
     ),
     Param(
         "trajectory_num_steps",
-        50,
-        "Reserved for ~/plan_trajectory (not served by this version).",
-        int_range=(2, 100000),
+        64,
+        "Knots of a ~/plan_trajectory path, start and goal included (request num_steps 0 = this).",
+        int_range=(2, 4096),
     ),
     Param(
         "teleop_rate_hz",
@@ -198,8 +202,32 @@ PARAMETERS = (
     Param(
         "acceleration_scaling",
         0.5,
-        "Reserved for ~/plan_trajectory (not served by this version).",
+        "Fraction of acceleration_limit a ~/plan_trajectory trajectory may use (request 0 = this).",
         float_range=(1e-6, 1.0),
+    ),
+    Param(
+        "acceleration_limit",
+        5.0,
+        "rad/s^2 (m/s^2 for prismatic joints) for every joint: URDFs carry no acceleration "
+        "limits. ~/plan_trajectory times its paths within acceleration_scaling x this and "
+        "velocity_scaling x the URDF velocity limits.",
+        float_range=(1e-6, 1e6),
+    ),
+    Param(
+        "safety_margin",
+        0.02,
+        "m; default clearance of ~/plan_trajectory paths from obstacles and between the "
+        "robot's own links (request safety_margin 0 = this).",
+        float_range=(0.0, 1.0),
+    ),
+    Param(
+        "collision_spheres",
+        "auto",
+        "Robot collision model for planning: auto = the bundled sphere set of an embedded "
+        "robot with the same name (panda, ur5), else spheres fitted to the URDF collision "
+        "geometry; a YAML file path ({spheres: {link: [[x, y, z, r], ...]}, ignore: "
+        "[[link, link], ...]}); empty = no collision checking.",
+        read_only=True,
     ),
     # --- compute
     Param("device", "auto", "JAX device for the solver: auto, cpu or gpu.", read_only=True),
@@ -278,6 +306,21 @@ class PyrokiRosNode(Node):
         )
         self.create_service(
             ComputeFK, "~/compute_fk", self._compute_fk, callback_group=self._service_group
+        )
+        self._planning_group = MutuallyExclusiveCallbackGroup()  # plans queue, IK stays free
+        self._planners: dict[int, planning.Planner] = {}
+        self._planner_lock = threading.Lock()
+        self.create_service(
+            PlanTrajectory,
+            "~/plan_trajectory",
+            self._plan_trajectory,
+            callback_group=self._planning_group,
+        )
+        self.create_service(
+            RetargetMotion,
+            "~/retarget_motion",
+            self._retarget_motion,
+            callback_group=self._planning_group,
         )
         self._teleop_timer = self.create_timer(
             1.0 / p("teleop_rate_hz").value, self._teleop_tick, callback_group=self._teleop_group
@@ -752,6 +795,126 @@ class PyrokiRosNode(Node):
             response.poses.append(pose)
         response.link_names = links
         response.error_code.val = ErrorCode.SUCCESS
+        return response
+
+    # --- planning ------------------------------------------------------------------------------
+
+    def _plan_settings(self) -> planning.PlanSettings:
+        p = self.get_parameter
+        return planning.PlanSettings(
+            num_steps=int(p("trajectory_num_steps").value),
+            velocity_scaling=float(p("velocity_scaling").value),
+            acceleration_scaling=float(p("acceleration_scaling").value),
+            acceleration_limit=float(p("acceleration_limit").value),
+            safety_margin=float(p("safety_margin").value),
+            collision_spheres=str(p("collision_spheres").value),
+        )
+
+    def _planner(self, model: LoadedModel) -> planning.Planner:
+        """The model's trajectory optimiser, created on first use (a new model, a new one)."""
+        with self._planner_lock:
+            planner = self._planners.get(id(model))
+            if planner is None or planner.model is not model:
+                try:
+                    planner = planning.Planner(model, self._plan_settings())
+                except (ValueError, OSError) as e:
+                    raise RequestError(
+                        ErrorCode.INVALID_REQUEST, f"collision model for planning: {e}"
+                    ) from None
+                self.get_logger().info(f"planning for robot '{model.name}': {planner.note}")
+                self._planners = {id(model): planner}  # the old model's planner goes
+        return planner
+
+    def _start_state(self, model: LoadedModel, state, what: str) -> np.ndarray:
+        latest = self._latest_joint_positions()
+        if not (len(state.name) or len(state.position)) and not latest:
+            raise RequestError(
+                ErrorCode.NO_JOINT_STATE,
+                f"{what} is empty and nothing was received on "
+                f"{self.get_parameter('joint_states_topic').value} yet",
+            )
+        return model.seed(state, latest, what)
+
+    def _plan_trajectory(self, request: PlanTrajectory.Request, response):
+        start_time = time.perf_counter()
+        logger = self.get_logger()
+        try:
+            model = self._require_model()
+            settings = self._plan_settings()
+            start = self._start_state(model, request.start_state, "start_state")
+            planner = self._planner(model)
+            result, timed = planning.plan_request(planner, request, start, settings, logger.info)
+        except RequestError as e:
+            return self._refuse(response, e, "plan_trajectory")
+        except Exception as e:  # noqa: BLE001
+            return self._failure(response, e, "plan_trajectory")
+        stamp = self.get_clock().now().to_msg()
+        response.trajectory = planning.trajectory_message(
+            model.joint_names, timed, model.base_frame, stamp
+        )
+        response.success = bool(result.success)
+        response.error_code.val = planning.outcome_code(result)
+        response.message = (
+            result.message if result.success else f"no valid trajectory: {result.message}"
+        )
+        response.goal_position_errors = result.position_errors.astype(float).tolist()
+        response.goal_orientation_errors = result.orientation_errors.astype(float).tolist()
+        response.min_obstacle_distance = float(result.min_distance)
+        response.executed = False
+        if request.execute and result.success:
+            self._trajectory_pub.publish(response.trajectory)
+            response.executed = True
+        response.solve_time = time.perf_counter() - start_time
+        logger.info(
+            f"plan_trajectory: {'ok' if result.success else result.message}, "
+            f"{len(timed.times)} points over {timed.duration:.2f} s, clearance "
+            f"{result.min_distance:.3f} m, planned in {response.solve_time:.3f} s"
+            + (", published" if response.executed else "")
+        )
+        return response
+
+    def _retarget_motion(self, request: RetargetMotion.Request, response):
+        start_time = time.perf_counter()
+        try:
+            model = self._require_model()
+            seed = model.seed(request.seed, self._latest_joint_positions(), "seed")
+            planner = self._planner(model)
+            result, errors, dt = planning.retarget_request(
+                planner,
+                request,
+                seed,
+                model.fk(seed),
+                self._plan_settings(),
+                self.get_logger().info,
+            )
+        except RequestError as e:
+            return self._refuse(response, e, "retarget_motion")
+        except Exception as e:  # noqa: BLE001
+            return self._failure(response, e, "retarget_motion")
+        timed = planning.timed_at(result.path, dt)
+        stamp = self.get_clock().now().to_msg()
+        response.trajectory = planning.trajectory_message(
+            model.joint_names, timed, model.base_frame, stamp
+        )
+        response.step_errors = errors.astype(float).tolist()
+        over = np.abs(timed.velocities) > model.velocity_limits
+        response.success = bool(result.success and not over.any())
+        response.error_code.val = (
+            ErrorCode.SUCCESS if response.success else ErrorCode.PLANNING_FAILED
+        )
+        if over.any():
+            joints = sorted({model.joint_names[j] for j in np.nonzero(over)[1]})
+            response.message = (
+                f"the motion needs more than the URDF velocity limits of {', '.join(joints)} "
+                "at this dt (slow the keypoints down or raise dt)"
+            )
+        else:
+            response.message = result.message
+        response.executed = False
+        if request.execute and response.success:
+            self._trajectory_pub.publish(response.trajectory)
+            response.executed = True
+        response.solve_time = time.perf_counter() - start_time
         return response
 
     def _refuse(self, response, error: RequestError, service: str):

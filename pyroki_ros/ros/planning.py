@@ -1,0 +1,343 @@
+"""~/plan_trajectory and ~/retarget_motion: ROS messages <-> the trajectory optimiser.
+
+Thin: requests are validated and turned into core objects (objectives, a World in the robot's
+root frame, start/goal configurations), the core plans, and the answer becomes a
+trajectory_msgs/JointTrajectory timed within the scaled velocity and acceleration limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+from shape_msgs.msg import SolidPrimitive
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from pyroki_ros import collision as col
+from pyroki_ros import timing
+from pyroki_ros.msg import ErrorCode
+from pyroki_ros.robots import AVAILABLE
+from pyroki_ros.trajopt import PlanResult, TrajectoryOptimizer, retarget
+
+from .conversions import (
+    RequestError,
+    duration_seconds,
+    pose_compose,
+    pose_to_wxyz_xyz,
+    quat_rotate,
+    seconds_to_duration,
+    vector,
+)
+from .model import LoadedModel
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSettings:
+    """Node defaults for planning requests (parameters)."""
+
+    num_steps: int = 64
+    velocity_scaling: float = 0.5
+    acceleration_scaling: float = 0.5
+    acceleration_limit: float = 5.0  # rad/s^2 (m/s^2), URDFs carry none
+    safety_margin: float = 0.02
+    collision_spheres: str = "auto"
+
+
+def load_spheres(model: LoadedModel, source: str) -> tuple[col.RobotSpheres | None, str]:
+    """The robot's collision spheres: ``auto`` = the bundled set for an embedded robot of
+    the same name, else fitted to the URDF's collision geometry; a YAML path; or ``""`` =
+    no collision checking. Returns the spheres and a line for the log."""
+    robot = model.robot
+    if not source:
+        return None, "collision checking off (collision_spheres is empty)"
+    if source == "auto":
+        if robot.name in AVAILABLE:
+            try:
+                spheres = col.RobotSpheres.embedded(robot.name, robot)
+                return spheres, f"bundled collision spheres for '{robot.name}'"
+            except ValueError:
+                pass  # same name, other links: fit this URDF instead
+        spheres = col.RobotSpheres.from_urdf(robot, model.urdf)
+        if spheres.n_spheres == 0:
+            return None, "no collision geometry in the URDF: collision checking off"
+        return spheres, f"{spheres.n_spheres} spheres from the URDF collision geometry"
+    spheres = col.RobotSpheres.from_yaml(robot, Path(source))
+    return spheres, f"collision spheres from {source}"
+
+
+class Planner:
+    """The trajectory optimiser of one loaded model (created on first use, then kept)."""
+
+    def __init__(self, model: LoadedModel, settings: PlanSettings):
+        self.model = model
+        spheres, self.note = load_spheres(model, settings.collision_spheres)
+        self.optimizer = TrajectoryOptimizer(model.robot, spheres, device=model.device.platform)
+        self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
+
+    # --- request translation ------------------------------------------------------------------
+
+    def world(self, request, frames: np.ndarray) -> col.World:
+        """Obstacles of a PlanTrajectory request in the robot's root frame."""
+        model = self.model
+        if len(request.obstacles) != len(request.obstacle_poses):
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"{len(request.obstacles)} obstacles but {len(request.obstacle_poses)} "
+                "obstacle_poses (one pose per obstacle)",
+            )
+        spheres, capsules, boxes = [], [], []
+        for i, (shape, stamped) in enumerate(zip(request.obstacles, request.obstacle_poses)):
+            what = f"obstacles[{i}]"
+            pose = pose_to_wxyz_xyz(stamped.pose, f"obstacle_poses[{i}]")
+            frame = model.frame_index(stamped.header.frame_id, f"obstacle_poses[{i}]")
+            pose = pose_compose(frames[frame], pose)  # into the root frame
+            dims = np.asarray(shape.dimensions, np.float64)
+            needed = {SolidPrimitive.SPHERE: 1, SolidPrimitive.BOX: 3, SolidPrimitive.CYLINDER: 2}
+            if shape.type not in needed:
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{what}: shape type {shape.type} is not supported (SPHERE, BOX, CYLINDER)",
+                )
+            if dims.shape != (needed[shape.type],):
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{what}: needs {needed[shape.type]} dimensions, got {len(dims)}",
+                )
+            if not np.all(np.isfinite(dims)) or np.any(dims <= 0):
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{what}: dimensions must be finite and > 0, got {dims.tolist()}",
+                )
+            if shape.type == SolidPrimitive.SPHERE:
+                spheres.append((pose[4:], dims[0]))
+            elif shape.type == SolidPrimitive.BOX:
+                boxes.append((pose, dims / 2))
+            else:  # a cylinder, covered by the capsule around it (conservative)
+                height = dims[SolidPrimitive.CYLINDER_HEIGHT]
+                radius = dims[SolidPrimitive.CYLINDER_RADIUS]
+                axis = quat_rotate(pose[:4], np.array([0.0, 0.0, height / 2]))
+                capsules.append((pose[4:] - axis, pose[4:] + axis, radius))
+        normals, offsets = [], []
+        base = frames[model.link_names.index(model.base_frame)]
+        for i, plane in enumerate(request.half_spaces):
+            coef = np.asarray(plane.coef, np.float64)
+            norm = np.linalg.norm(coef[:3])
+            if not np.all(np.isfinite(coef)) or norm < 1e-9:
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"half_spaces[{i}]: coefficients must be finite with a non-zero normal, "
+                    f"got {coef.tolist()}",
+                )
+            # Base frame -> root frame: n_root = R n, d_root = d - n_root . t
+            n_root = quat_rotate(base[:4], coef[:3])
+            normals.append(n_root)
+            offsets.append(coef[3] - float(n_root @ base[4:]))
+        dtype = self.model.robot.dtype
+        kwargs = {}
+        if spheres:
+            kwargs |= {
+                "sphere_centers": [s[0] for s in spheres],
+                "sphere_radii": [s[1] for s in spheres],
+            }
+        if capsules:
+            kwargs |= {
+                "capsule_a": [c[0] for c in capsules],
+                "capsule_b": [c[1] for c in capsules],
+                "capsule_radii": [c[2] for c in capsules],
+            }
+        if boxes:
+            kwargs |= {
+                "box_poses": [b[0] for b in boxes],
+                "box_half_extents": [b[1] for b in boxes],
+            }
+        if normals:
+            kwargs |= {"halfspace_normals": normals, "halfspace_offsets": offsets}
+        try:
+            return col.World.create(dtype=dtype, **kwargs)
+        except ValueError as e:
+            raise RequestError(ErrorCode.INVALID_REQUEST, f"obstacles: {e}") from None
+
+    def limits(self, velocity_scaling: float, acceleration_scaling: float, settings: PlanSettings):
+        """Scaled (velocity, acceleration) limits per joint."""
+        scales = []
+        for name, value, default in (
+            ("velocity_scaling", velocity_scaling, settings.velocity_scaling),
+            ("acceleration_scaling", acceleration_scaling, settings.acceleration_scaling),
+        ):
+            value = float(value)
+            if value == 0:
+                value = default
+            if not (math.isfinite(value) and 0 < value <= 1):
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{name} must be in (0, 1] (0 = default), got {value}",
+                )
+            scales.append(value)
+        velocity = self.model.velocity_limits * scales[0]
+        acceleration = np.full_like(velocity, settings.acceleration_limit * scales[1])
+        return velocity, acceleration
+
+
+def trajectory_message(
+    joint_names, timed: timing.TimedPath, frame_id: str, stamp
+) -> JointTrajectory:
+    msg = JointTrajectory(joint_names=list(joint_names))
+    msg.header.frame_id = frame_id
+    msg.header.stamp = stamp
+    for t, q, v, a in zip(timed.times, timed.positions, timed.velocities, timed.accelerations):
+        msg.points.append(
+            JointTrajectoryPoint(
+                positions=q.tolist(),
+                velocities=v.tolist(),
+                accelerations=a.tolist(),
+                time_from_start=seconds_to_duration(float(t)),
+            )
+        )
+    return msg
+
+
+def plan_request(planner: Planner, request, start: np.ndarray, settings: PlanSettings, log):
+    """Solves a PlanTrajectory request; returns (PlanResult, TimedPath, goal kind, the
+    joints in the trajectory)."""
+    model = planner.model
+    frames = model.fk(start)
+    if len(request.goal_state.name) or len(request.goal_state.position):
+        start_values = dict(zip(model.joint_names, start.tolist()))
+        goal = model.seed(request.goal_state, start_values, "goal_state")
+        if request.goal_objectives:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                "give goal_state or goal_objectives, not both",
+            )
+    elif request.goal_objectives:
+        goal = tuple(
+            model.objective(o, f"goal_objectives[{i}]", frames)
+            for i, o in enumerate(request.goal_objectives)
+        )
+    else:
+        raise RequestError(ErrorCode.INVALID_REQUEST, "no goal: set goal_state or goal_objectives")
+    waypoints = []
+    for w, group in enumerate(request.waypoints):
+        if not group.objectives:
+            raise RequestError(ErrorCode.INVALID_REQUEST, f"waypoints[{w}] has no objectives")
+        waypoints.append(
+            tuple(
+                model.objective(o, f"waypoints[{w}].objectives[{i}]", frames, group.header.frame_id)
+                for i, o in enumerate(group.objectives)
+            )
+        )
+    world = planner.world(request, frames)
+    margin = float(request.safety_margin) or settings.safety_margin
+    if not (math.isfinite(margin) and margin >= 0):
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"safety_margin must be >= 0, got {margin}")
+    steps = int(request.num_steps) or settings.num_steps
+    if not 2 <= steps <= 4096:
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST, f"num_steps must be in [2, 4096] (0 = default), got {steps}"
+        )
+    duration = duration_seconds(request.duration)
+    if not (math.isfinite(duration) and duration >= 0):
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"duration must be >= 0, got {duration}")
+    velocity, acceleration = planner.limits(
+        request.velocity_scaling, request.acceleration_scaling, settings
+    )
+    objectives = goal if isinstance(goal, tuple) else ()
+    active = (
+        model.active_joints(request.active_joints, objectives)
+        if objectives
+        else (model.active_joints(request.active_joints) if request.active_joints else None)
+    )
+    log(
+        f"plan_trajectory: {steps} steps, {world.n_obstacles} obstacles, "
+        + ("joint goal" if not objectives else f"{len(objectives)} goal objectives")
+        + (f", {len(waypoints)} waypoints" if waypoints else "")
+    )
+    with planner.lock:
+        result = planner.optimizer.plan(
+            start,
+            goal if objectives else np.asarray(goal),
+            waypoints=tuple(waypoints),
+            world=world,
+            num_steps=steps,
+            active_joints=None if active is None else tuple(active),
+            margin=margin,
+            progress=log,
+        )
+    timed = timing.parameterize(result.path, velocity, acceleration, duration=duration)
+    return result, timed
+
+
+def outcome_code(result: PlanResult) -> int:
+    if result.success:
+        return ErrorCode.SUCCESS
+    if min(result.min_distance, result.min_self_distance) < 0:
+        return ErrorCode.COLLISION
+    return ErrorCode.PLANNING_FAILED
+
+
+def retarget_request(planner: Planner, request, seed: np.ndarray, frames, settings, log):
+    """Solves a RetargetMotion request; returns (PlanResult, per-step errors, dt)."""
+    model = planner.model
+    links = list(request.link_names)
+    if not links:
+        raise RequestError(ErrorCode.INVALID_REQUEST, "link_names is empty")
+    for link in links:
+        model.check_link(link, "link_names:")
+    if len(request.steps) < 2:
+        raise RequestError(ErrorCode.INVALID_REQUEST, "need at least 2 steps")
+    dt = float(request.dt)
+    if not (math.isfinite(dt) and dt > 0):
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"dt must be > 0, got {dt}")
+    frame = frames[model.frame_index(request.header.frame_id, "header")]
+    points = np.empty((len(request.steps), len(links), 3))
+    for t, step in enumerate(request.steps):
+        if len(step.points) != len(links):
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"steps[{t}] has {len(step.points)} points for {len(links)} link_names",
+            )
+        for k, point in enumerate(step.points):
+            points[t, k] = vector(point, f"steps[{t}].points[{k}]")
+    scale = float(request.scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"scale must be > 0, got {scale}")
+    # Scale about the keypoint frame's origin, then move into the root frame.
+    scaled = points * scale
+    rotated = np.stack([quat_rotate(frame[:4], p) for p in scaled.reshape(-1, 3)])
+    in_root = rotated.reshape(scaled.shape) + frame[4:]
+    weights = np.asarray(request.link_weights, np.float64) if len(request.link_weights) else None
+    if weights is not None and (
+        weights.shape != (len(links),) or not np.all(np.isfinite(weights)) or np.any(weights < 0)
+    ):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST, f"link_weights must be {len(links)} finite values >= 0"
+        )
+    smoothness = float(request.smoothness_weight) or 1.0
+    if not (math.isfinite(smoothness) and smoothness > 0):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST, f"smoothness_weight must be > 0, got {smoothness}"
+        )
+    active = model.active_joints(request.active_joints) if request.active_joints else None
+    log(f"retarget_motion: {len(request.steps)} steps x {len(links)} links")
+    with planner.lock:
+        result, errors = retarget(
+            planner.optimizer,
+            tuple(links),
+            in_root,
+            seed=seed,
+            link_weights=weights,
+            smoothness=smoothness,
+            active_joints=None if active is None else tuple(active),
+        )
+    return result, errors, dt
+
+
+def timed_at(path: np.ndarray, dt: float) -> timing.TimedPath:
+    """A path sampled every ``dt`` s: central-difference velocities and accelerations."""
+    times = dt * np.arange(path.shape[0], dtype=np.float64)
+    velocities = np.gradient(path, dt, axis=0)
+    accelerations = np.gradient(velocities, dt, axis=0)
+    return timing.TimedPath(times, path, velocities, accelerations)

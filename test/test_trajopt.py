@@ -1,0 +1,302 @@
+"""Trajectory optimisation: the banded least-squares engine against dense numpy, Panda plans
+around obstacles checked by an independent distance computation at a dense interpolation of
+the knots (not only at the knots), self-collision, retargeting, time parameterisation, and bad
+input."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import plan_check as check
+from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
+
+from pyroki_ros import Robot, nls, scenes, timing
+from pyroki_ros import objectives as O
+from pyroki_ros.collision import RobotSpheres, World
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.trajopt import TrajectoryOptimizer, retarget
+
+STEPS = 64
+
+
+@pytest.fixture(scope="module")
+def panda():
+    robot = Robot.from_urdf(urdf_path("panda"))
+    spheres = RobotSpheres.embedded("panda", robot)
+    return robot, spheres, TrajectoryOptimizer(robot, spheres), check.SphereModel(spheres)
+
+
+# --- the engine -------------------------------------------------------------------------------
+
+
+def _dense_matrix(diag, sub, coupling, weights, damping, free):
+    t_count, n = free.shape
+    h = np.zeros((t_count * n, t_count * n))
+    for t in range(t_count):
+        h[t * n : (t + 1) * n, t * n : (t + 1) * n] += diag[t]
+    for t in range(t_count - 1):
+        h[(t + 1) * n : (t + 2) * n, t * n : (t + 1) * n] += sub[t]
+        h[t * n : (t + 1) * n, (t + 1) * n : (t + 2) * n] += sub[t].T
+    h += np.kron(coupling, np.diag(weights))
+    h += np.diag(damping * (np.diag(h) + 1e-9))
+    m = free.reshape(-1)
+    return h * m[:, None] * m[None, :] + np.diag(1 - m)
+
+
+@pytest.mark.parametrize("t_count,n,bandwidth", [(1, 3, 2), (5, 4, 1), (10, 2, 3), (33, 7, 2)])
+def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
+    rng = np.random.default_rng(t_count)
+    j = rng.normal(size=(t_count, 5, n))
+    diag = np.einsum("tmi,tmj->tij", j, j)
+    jp = rng.normal(size=(max(t_count - 1, 0), 4, 2, n))
+    sub = np.einsum("tmi,tmj->tij", jp[:, :, 1], jp[:, :, 0])
+    for t in range(t_count - 1):
+        diag[t] += jp[t, :, 0].T @ jp[t, :, 0]
+        diag[t + 1] += jp[t, :, 1].T @ jp[t, :, 1]
+    orders = (1, 2, 3)[:bandwidth]
+    coupling = sum(w * s for w, s in zip((1.0, 0.5, 0.2), nls.smoothing_matrices(t_count, orders)))
+    weights = rng.uniform(0.5, 2.0, n)
+    free = (rng.uniform(size=(t_count, n)) > 0.2).astype(float)
+    lin = nls.Linearization(
+        cost=jnp.zeros(()),
+        gradient=jnp.zeros((t_count, n)),
+        diagonal=jnp.asarray(diag, jnp.float32),
+        subdiagonal=jnp.asarray(sub.reshape(-1, n, n), jnp.float32),
+        coupling=jnp.asarray(coupling, jnp.float32),
+        coupling_weights=jnp.asarray(weights, jnp.float32),
+    )
+    d, c = nls.banded_matrix_blocks(
+        lin, jnp.float32(0.1), jnp.asarray(free, jnp.float32), bandwidth
+    )
+    rhs = rng.normal(size=(t_count, n)) * free
+    groups = d.shape[0]
+    padded = np.concatenate([rhs, np.zeros((groups * bandwidth - t_count, n))])
+    x = nls.solve_block_tridiagonal(d, c, jnp.asarray(padded.reshape(groups, -1), jnp.float32))
+    x = np.asarray(x).reshape(-1, n)[:t_count]
+    h = _dense_matrix(diag, sub.reshape(-1, n, n), coupling, weights, 0.1, free)
+    expected = np.linalg.solve(h, rhs.reshape(-1)).reshape(t_count, n)
+    np.testing.assert_allclose(x, expected, atol=2e-4 * max(1.0, np.abs(expected).max()))
+
+
+def test_difference_matrix_is_finite_differences_with_rest_at_the_ends():
+    x = np.random.default_rng(0).normal(size=9)
+    held = np.concatenate([[x[0]] * 2, x, [x[-1]] * 2])
+    np.testing.assert_allclose(nls.difference_matrix(9, 1) @ x, np.diff(held[1:-1]))
+    np.testing.assert_allclose(nls.difference_matrix(9, 2) @ x, np.diff(held, 2))
+
+
+def test_chain_solver_reaches_the_linear_least_squares_optimum():
+    """Smoothing between fixed ends plus a pull towards data: a linear problem whose optimum
+    numpy's lstsq gives exactly."""
+    t_count, n = 20, 2
+    rng = np.random.default_rng(3)
+    data = rng.normal(size=(t_count, n))
+    w_data, w_acc = 0.5, 3.0
+
+    def linearize(x):
+        r = math.sqrt(w_data) * (x - data)
+        return nls.Linearization(
+            cost=0.5 * jnp.sum(r**2),
+            gradient=math.sqrt(w_data) * r,  # J^T r with J = sqrt(w_data) I
+            diagonal=jnp.broadcast_to(w_data * jnp.eye(n, dtype=x.dtype), (t_count, n, n)),
+            subdiagonal=jnp.zeros((t_count - 1, n, n), x.dtype),
+            coupling=w_acc * jnp.asarray(nls.smoothing_matrices(t_count, (2,))[0], x.dtype),
+            coupling_weights=jnp.ones(n, x.dtype),
+        )
+
+    free = np.ones((t_count, n))
+    free[0] = free[-1] = 0
+    x0 = np.zeros((t_count, n))
+    x0[0], x0[-1] = data[0], data[-1]
+    result = jax.jit(
+        lambda x: nls.solve_chain(
+            linearize,
+            x,
+            free=free,
+            lower=-10.0,
+            upper=10.0,
+            bandwidth=2,
+            relative_tolerance=1e-12,
+        )
+    )(jnp.asarray(x0, jnp.float32))
+    # Reference: unknowns are the inner knots; rows sqrt(w_data)(x - data) and sqrt(w_acc) D2 x.
+    d2 = nls.difference_matrix(t_count, 2)
+    inner = np.arange(1, t_count - 1)
+    for j in range(n):
+        a = np.vstack(
+            [math.sqrt(w_data) * np.eye(t_count)[:, inner], math.sqrt(w_acc) * d2[:, inner]]
+        )
+        fixed = x0[:, j]
+        b = np.concatenate(
+            [math.sqrt(w_data) * (data[:, j] - fixed), -math.sqrt(w_acc) * d2 @ fixed]
+        )
+        solution = np.linalg.lstsq(a, b, rcond=None)[0]
+        np.testing.assert_allclose(np.asarray(result.x)[inner, j], solution, atol=2e-4)
+    assert bool(result.converged)
+
+
+# --- planning -------------------------------------------------------------------------------
+
+
+def _obstacles_kwargs(world: World) -> dict:
+    return {name: np.asarray(getattr(world, name)) for name in World.__dataclass_fields__}
+
+
+def test_panda_plans_around_obstacles_are_collision_free_between_knots(panda):
+    robot, spheres, planner, model = panda
+    rng = np.random.default_rng(7)
+    world = scenes.random_obstacles(rng, 10)
+    cases = scenes.feasible_cases(robot, spheres, world, "panda_hand", 3, rng)
+    obstacles = _obstacles_kwargs(world)
+    for case in cases:
+        plan = planner.plan(
+            case.start, [O.pose("panda_hand", case.goal_pose)], world=world, num_steps=STEPS
+        )
+        assert plan.success, plan.message
+        path = plan.path
+        assert path.shape == (STEPS, robot.n_joints)
+        np.testing.assert_allclose(path[0], case.start, atol=1e-6)
+        assert check.within_limits(path)
+        world_min, self_min = check.path_clearance(model, path, obstacles, samples=10)
+        assert world_min > 0, f"penetrates an obstacle by {-world_min:.4f} m between knots"
+        assert self_min > 0, f"self collision by {-self_min:.4f} m"
+        target = make_transform(quat_wxyz_to_matrix(case.goal_pose[:4]), case.goal_pose[4:])
+        p_err, r_err = pose_errors(target, check.link_pose(path[-1], "panda_hand"))
+        assert p_err <= 1e-3 + 1e-4 and r_err <= math.radians(1.0) + 1e-3, (p_err, r_err)
+
+
+def test_joint_goal_plan_avoids_self_collision_where_the_straight_line_does_not(panda):
+    robot, spheres, planner, model = panda
+    rng = np.random.default_rng(11)
+    lower, upper = check.LOWER, check.UPPER
+    empty = World.empty()
+    # A start/goal pair, both free of self collision, whose straight joint-space line is not
+    # (rare among random pairs: search many at once, take the deepest collision).
+    pairs = rng.uniform(lower, upper, (4000, 2, len(lower)))
+    ends = scenes.clearances(robot, spheres, empty, pairs.reshape(-1, len(lower))).reshape(-1, 2)
+    pairs = pairs[ends.min(axis=1) >= 0.02]
+    f = np.linspace(0, 1, 32)[None, :, None]
+    lines = pairs[:, :1] + f * (pairs[:, 1:] - pairs[:, :1])  # (P, 32, n)
+    depth = scenes.clearances(robot, spheres, empty, lines.reshape(-1, len(lower)))
+    worst = int(np.argmin(depth.reshape(len(pairs), -1).min(axis=1)))
+    q, line = pairs[worst], lines[worst]
+    _, self_line = check.path_clearance(model, line, {}, samples=0)
+    assert self_line < 0  # the reference agrees that the straight line collides
+    plan = planner.plan(q[0], q[1], num_steps=STEPS)
+    assert plan.success, plan.message
+    np.testing.assert_allclose(plan.path[-1], q[1], atol=1e-5)
+    _, self_min = check.path_clearance(model, plan.path, {}, samples=10)
+    assert self_min > 0, f"self collision by {-self_min:.4f} m"
+
+
+def test_waypoints_are_visited(panda):
+    _robot, _spheres, planner, _model = panda
+    start = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
+    via_q = np.array([0.8, -0.1, 0.1, -1.9, 0.1, 1.8, 0.9, 0.02])
+    goal_q = np.array([1.5, -0.3, 0.2, -2.3, 0.0, 2.0, 0.7, 0.02])
+    via = check.link_pose(via_q, "panda_hand")[:3, 3]
+    plan = planner.plan(start, goal_q, waypoints=[[O.position("panda_hand", via)]], num_steps=STEPS)
+    assert plan.success, plan.message
+    middle = (STEPS - 1) // 2
+    knot = round((STEPS - 1) / 2)
+    reached = min(
+        np.linalg.norm(check.link_pose(plan.path[t], "panda_hand")[:3, 3] - via)
+        for t in (middle, knot)
+    )
+    assert reached < 1e-3 + 1e-4, reached
+
+
+def test_retargeting_follows_a_synthetic_keypoint_path(panda):
+    robot, _spheres, planner, _model = panda
+    t_count = 40
+    s = np.linspace(0, 1, t_count)[:, None]
+    q0 = np.array([0, -0.3, 0, -2.0, 0, 1.8, 0.8, 0.02])
+    q1 = np.array([1.0, 0.3, 0.2, -1.5, 0.3, 1.5, 0.2, 0.02])
+    joints = q0 + (3 * s**2 - 2 * s**3) * (q1 - q0)
+    links = ("panda_link4", "panda_hand")
+    human = (
+        np.array([[check.link_pose(q, link)[:3, 3] for link in links] for q in joints]) / 1.3
+    )  # keypoints of a smaller "demonstrator"
+    plan, errors = retarget(planner, links, human, scale=1.3, seed=q0)
+    assert plan.path.shape == (t_count, robot.n_joints)
+    assert check.within_limits(plan.path)
+    for t, q in enumerate(plan.path):
+        for k, link in enumerate(links):
+            err = np.linalg.norm(check.link_pose(q, link)[:3, 3] - 1.3 * human[t, k])
+            assert err < 3e-3, (t, link, err)
+    assert errors.shape == (t_count,) and errors.max() < 3e-3
+    # Smooth: no joint jumps by more than the demonstration's largest step (plus slack).
+    assert (
+        np.abs(np.diff(plan.path, axis=0)).max() < 2 * np.abs(np.diff(joints, axis=0)).max() + 0.01
+    )
+
+
+# --- time parameterisation --------------------------------------------------------------------
+
+
+def test_time_parameterisation_respects_limits_and_starts_at_rest():
+    rng = np.random.default_rng(5)
+    path = np.cumsum(rng.normal(scale=0.05, size=(30, 3)), axis=0)
+    v_max, a_max = np.array([1.0, 0.5, 2.0]), np.array([2.0, 1.0, 3.0])
+    timed = timing.parameterize(path, v_max, a_max)
+    dt = np.diff(timed.times)
+    assert timed.times[0] == 0 and np.all(dt > 0)
+    np.testing.assert_allclose(timed.positions, path)
+    assert np.all(timed.velocities[0] == 0) and np.all(timed.velocities[-1] == 0)
+    # Independent finite differences of what was returned (positions and times).
+    velocity = np.diff(path, axis=0) / dt[:, None]
+    assert np.all(np.abs(velocity) <= v_max * (1 + 1e-9))
+    held = np.concatenate([path[:1], path, path[-1:]])
+    step = dt[0]
+    acceleration = (held[2:] - 2 * held[1:-1] + held[:-2]) / step**2
+    assert np.all(np.abs(acceleration) <= a_max * (1 + 1e-9))
+    assert np.all(np.abs(timed.velocities) <= v_max * (1 + 1e-9))
+    # One limit is active: the trajectory is as fast as the limits allow.
+    ratio = max(np.max(np.abs(velocity) / v_max), np.sqrt(np.max(np.abs(acceleration) / a_max)))
+    assert ratio > 0.999
+    slower = timing.parameterize(path, v_max, a_max, duration=3 * timed.duration)
+    assert math.isclose(slower.duration, 3 * timed.duration)
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def test_bad_planning_input_raises_clear_errors(panda):
+    robot, _spheres, planner, _model = panda
+    start = np.asarray(robot.center(), np.float64)
+    goal = [O.pose("panda_hand", np.array([1.0, 0, 0, 0, 0.4, 0.0, 0.4]))]
+    with pytest.raises(ValueError, match="NaN"):
+        planner.plan(np.full(robot.n_joints, np.nan), goal)
+    with pytest.raises(ValueError, match="shape"):
+        planner.plan(start[:3], goal)
+    with pytest.raises(ValueError, match="not a link|unknown"):
+        planner.plan(start, [O.pose("no_such_link", np.array([1.0, 0, 0, 0, 0.4, 0.0, 0.4]))])
+    with pytest.raises(ValueError, match="num_steps"):
+        planner.plan(start, goal, num_steps=1)
+    with pytest.raises(ValueError, match="limits"):
+        planner.plan(start + 10.0, goal)
+    with pytest.raises(ValueError, match="> 0"):
+        World.create(sphere_centers=[[0.5, 0, 0.5]], sphere_radii=[0.0])
+    with pytest.raises(ValueError):
+        World.create(box_poses=[[1, 0, 0, 0, 0.5, 0, np.nan]], box_half_extents=[[0.1, 0.1, 0.1]])
+    with pytest.raises(ValueError, match="keypoints"):
+        retarget(planner, ("panda_hand",), np.zeros((5, 2, 3)))
+
+
+def test_unreachable_goal_returns_the_closest_path_with_success_false(panda):
+    robot, _spheres, planner, _model = panda
+    start = np.asarray(robot.center(), np.float64)
+    far = np.array([1.0, 0, 0, 0, 3.0, 0.0, 0.5])  # 3 m away: out of reach
+    plan = planner.plan(start, [O.pose("panda_hand", far)], num_steps=16, num_starts=1)
+    assert not plan.success
+    assert "goal" in plan.message
+    assert check.within_limits(plan.path)
+    assert plan.position_errors[0] > 1.0
