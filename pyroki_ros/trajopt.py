@@ -500,6 +500,8 @@ class TrajectoryOptimizer:
         program = self._program(structure, t_count, bandwidth)
         out = program(problem, starts.astype(dt))
         paths, costs, iterations, pos, rot, min_world, min_self = (np.asarray(a) for a in out)
+        if world.n_obstacles == 0:  # only the padding's far-away dummies
+            min_world = np.full_like(min_world, np.inf)
         ok_goal = np.all(pos <= position_tolerance, -1) & np.all(rot <= orientation_tolerance, -1)
         ok_clear = (min_world >= clearance_tolerance) & (min_self >= clearance_tolerance)
         ok = ok_goal & ok_clear

@@ -1,0 +1,280 @@
+"""End to end: ``~/plan_trajectory`` and ``~/retarget_motion`` of the real node (a subprocess),
+called over DDS. Answers are checked independently: clearances by the numpy reference at a
+dense interpolation of the returned points, goals by the reference FK, the timing by finite
+differences of positions and time_from_start. Bad requests get their error codes and the node
+keeps serving."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import plan_check as check
+from geometry_msgs.msg import Point, Pose, PoseStamped
+from node_helpers import pose_stamped, publish_robot, start_node
+from pyroki_ros.msg import ErrorCode, IKObjective, Keypoints
+from pyroki_ros.srv import PlanTrajectory, RetargetMotion
+from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
+from sensor_msgs.msg import JointState
+from shape_msgs.msg import Plane, SolidPrimitive
+from trajectory_msgs.msg import JointTrajectory
+
+from pyroki_ros import Robot, scenes
+from pyroki_ros.collision import RobotSpheres, World
+from pyroki_ros.robots import urdf_path
+
+JOINTS = check.JOINTS
+STATE = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
+TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
+VELOCITY_SCALING = 0.5  # config/panda.yaml
+ACCELERATION = 5.0 * 0.5  # acceleration_limit x acceleration_scaling
+URDF_VELOCITY = np.array(
+    [
+        float(j.find("limit").get("velocity"))
+        for j in ET.fromstring(check.PANDA_URDF).iter("joint")
+        if j.get("name") in JOINTS
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    env = start_node(tmp_path_factory, "test_node_planning")
+    try:
+        names = [*JOINTS, "panda_finger_joint2"]
+        publish_robot(env.session.node, check.PANDA_URDF, names, [*STATE, STATE[-1]])
+        env.wait_ready("panda_hand")
+        env.trajectories = []
+        lock = threading.Lock()
+
+        def record(msg):
+            with lock:
+                env.trajectories.append(msg)
+
+        env.session.node.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, record, 10)
+        yield env
+    finally:
+        env.close()
+
+
+def joint_state(q) -> JointState:
+    return JointState(name=list(JOINTS), position=[float(v) for v in q])
+
+
+def obstacle_messages(world: World):
+    shapes, poses = [], []
+    for c, r in zip(np.asarray(world.sphere_centers), np.asarray(world.sphere_radii)):
+        shapes.append(SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[float(r)]))
+        t = np.eye(4)
+        t[:3, 3] = c
+        poses.append(pose_stamped(t))
+    for p, h in zip(np.asarray(world.box_poses), np.asarray(world.box_half_extents)):
+        shapes.append(SolidPrimitive(type=SolidPrimitive.BOX, dimensions=(2 * h).tolist()))
+        poses.append(pose_stamped(make_transform(quat_wxyz_to_matrix(p[:4]), p[4:])))
+    return shapes, poses
+
+
+def seconds(duration) -> float:
+    return duration.sec + duration.nanosec * 1e-9
+
+
+def check_timing(trajectory: JointTrajectory, start: np.ndarray):
+    """Monotonic times from 0, the first point at the start state, and finite differences of
+    the returned positions within the scaled limits."""
+    assert list(trajectory.joint_names) == JOINTS
+    times = np.array([seconds(p.time_from_start) for p in trajectory.points])
+    q = np.array([p.positions for p in trajectory.points])
+    assert times[0] == 0 and np.all(np.diff(times) > 0)
+    np.testing.assert_allclose(q[0], start, atol=1e-6)
+    assert np.allclose(trajectory.points[0].velocities, 0)
+    velocity = np.diff(q, axis=0) / np.diff(times)[:, None]
+    limits = URDF_VELOCITY * VELOCITY_SCALING
+    assert np.all(np.abs(velocity) <= limits * (1 + 1e-6)), np.abs(velocity / limits).max()
+    dt = np.diff(times).mean()
+    held = np.concatenate([q[:1], q, q[-1:]])
+    acceleration = (held[2:] - 2 * held[1:-1] + held[:-2]) / dt**2
+    assert np.all(np.abs(acceleration) <= ACCELERATION * (1 + 1e-6))
+    return q
+
+
+def test_plan_around_obstacles_is_collision_free_timed_and_executed(node):
+    robot = Robot.from_urdf(urdf_path("panda"))
+    spheres = RobotSpheres.embedded("panda", robot)
+    model = check.SphereModel(spheres)
+    rng = np.random.default_rng(21)
+    world = scenes.random_obstacles(rng, 6)
+    case = scenes.feasible_cases(robot, spheres, world, "panda_hand", 1, rng)[0]
+    shapes, poses = obstacle_messages(world)
+    target = make_transform(quat_wxyz_to_matrix(case.goal_pose[:4]), case.goal_pose[4:])
+    floor = Plane(coef=[0.0, 0.0, 1.0, 0.4])  # z < -0.4 is solid: below every link
+    before = len(node.trajectories)
+    response = node.call(
+        PlanTrajectory,
+        "plan_trajectory",
+        PlanTrajectory.Request(
+            start_state=joint_state(case.start),
+            goal_objectives=[
+                IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
+            ],
+            obstacles=shapes,
+            obstacle_poses=poses,
+            half_spaces=[floor],
+            execute=True,
+        ),
+        timeout=300.0,
+    )
+    assert response.success, response.message
+    assert response.error_code.val == ErrorCode.SUCCESS
+    q = check_timing(response.trajectory, case.start)
+    assert len(q) == 64  # config/panda.yaml trajectory_num_steps
+    assert check.within_limits(q)
+    obstacles = {name: np.asarray(getattr(world, name)) for name in World.__dataclass_fields__}
+    obstacles["halfspace_normals"] = np.array([[0.0, 0.0, 1.0]])
+    obstacles["halfspace_offsets"] = np.array([0.4])
+    world_min, self_min = check.path_clearance(model, q, obstacles, samples=10)
+    assert world_min > 0 and self_min > 0, (world_min, self_min)
+    assert response.min_obstacle_distance > 0
+    p_err, r_err = pose_errors(target, check.link_pose(q[-1], "panda_hand"))
+    assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
+    assert response.goal_position_errors[0] <= 1e-3
+    assert response.executed
+    deadline = time.monotonic() + 10
+    while len(node.trajectories) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    published = node.trajectories[-1]
+    assert len(published.points) == len(q)
+    np.testing.assert_allclose(published.points[-1].positions, q[-1])
+
+
+def test_joint_goal_plan_with_defaults_starts_at_joint_states(node):
+    goal = STATE + np.array([0.6, 0.3, -0.2, 0.4, 0.2, -0.3, 0.2, 0.0])
+    response = node.call(
+        PlanTrajectory,
+        "plan_trajectory",
+        PlanTrajectory.Request(goal_state=joint_state(goal), num_steps=20),
+        timeout=300.0,
+    )
+    assert response.success, response.message
+    q = check_timing(response.trajectory, STATE)  # empty start_state = latest /joint_states
+    assert len(q) == 20
+    np.testing.assert_allclose(q[-1], goal, atol=1e-6)
+    assert not response.executed
+    assert math.isinf(response.min_obstacle_distance)
+
+
+def test_retarget_motion_follows_keypoints(node):
+    t_count = 30
+    s = np.linspace(0, 1, t_count)[:, None]
+    q1 = STATE + np.array([0.8, 0.4, 0.1, 0.5, 0.2, -0.3, -0.4, 0.0])
+    joints = STATE + (3 * s**2 - 2 * s**3) * (q1 - STATE)
+    links = ["panda_link4", "panda_hand"]
+    scale = 1.25
+    points = np.array([[check.link_pose(q, k)[:3, 3] for k in links] for q in joints]) / scale
+    request = RetargetMotion.Request(
+        link_names=links,
+        steps=[Keypoints(points=[Point(x=p[0], y=p[1], z=p[2]) for p in step]) for step in points],
+        scale=scale,
+        dt=0.1,
+        seed=joint_state(STATE),
+    )
+    response = node.call(RetargetMotion, "retarget_motion", request, timeout=300.0)
+    assert response.success, response.message
+    q = np.array([p.positions for p in response.trajectory.points])
+    times = np.array([seconds(p.time_from_start) for p in response.trajectory.points])
+    np.testing.assert_allclose(times, 0.1 * np.arange(t_count), atol=1e-9)
+    assert check.within_limits(q)
+    for t in range(t_count):
+        for k, link in enumerate(links):
+            err = np.linalg.norm(check.link_pose(q[t], link)[:3, 3] - scale * points[t, k])
+            assert err < 3e-3, (t, link, err)
+    assert len(response.step_errors) == t_count and max(response.step_errors) < 3e-3
+
+
+@pytest.mark.parametrize(
+    "change,code",
+    [
+        (lambda r: setattr(r.goal_objectives[0], "link", "no_such_link"), ErrorCode.UNKNOWN_LINK),
+        (
+            lambda r: setattr(r.goal_objectives[0].target.pose.position, "x", math.nan),
+            ErrorCode.INVALID_POSE,
+        ),
+        (
+            lambda r: (
+                r.obstacles.append(SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.0])),
+                r.obstacle_poses.append(PoseStamped(pose=Pose())),
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            lambda r: (
+                r.obstacles.append(SolidPrimitive(type=SolidPrimitive.CONE, dimensions=[0.1, 0.1])),
+                r.obstacle_poses.append(PoseStamped(pose=Pose())),
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            lambda r: r.obstacles.append(
+                SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.1])
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (lambda r: setattr(r, "velocity_scaling", 2.0), ErrorCode.INVALID_REQUEST),
+        (lambda r: setattr(r, "num_steps", 1), ErrorCode.INVALID_REQUEST),
+        (lambda r: r.goal_objectives.clear(), ErrorCode.INVALID_REQUEST),
+        (
+            lambda r: setattr(r, "start_state", JointState(name=["nope"], position=[0.0])),
+            ErrorCode.UNKNOWN_JOINT,
+        ),
+    ],
+)
+def test_bad_plan_requests_get_clear_errors_and_the_node_keeps_serving(node, change, code):
+    target = check.link_pose(STATE, "panda_hand")
+    request = PlanTrajectory.Request(
+        goal_objectives=[
+            IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
+        ],
+        num_steps=16,
+    )
+    change(request)
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert not response.success
+    assert response.error_code.val == code, response.message
+    assert response.message
+    assert node.node.alive()
+
+
+def test_bad_retarget_requests_get_clear_errors(node):
+    step = Keypoints(points=[Point(x=0.3, y=0.0, z=0.5)])
+    for request, code in (
+        (
+            RetargetMotion.Request(link_names=["nope"], steps=[step, step], dt=0.1),
+            ErrorCode.UNKNOWN_LINK,
+        ),
+        (
+            RetargetMotion.Request(link_names=["panda_hand"], steps=[step, step], dt=0.0),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            RetargetMotion.Request(link_names=["panda_hand"], steps=[step], dt=0.1),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            RetargetMotion.Request(
+                link_names=["panda_hand", "panda_link4"], steps=[step, step], dt=0.1
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
+    ):
+        response = node.call(RetargetMotion, "retarget_motion", request)
+        assert not response.success and response.error_code.val == code, response.message
