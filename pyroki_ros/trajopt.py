@@ -649,7 +649,10 @@ class TrajectoryOptimizer:
         free[0] = 0.0
         if joint_goal:
             free[-1] = 0.0
-        solve = functools.partial(self.optimize, objectives=per_knot, world=world, **options)
+        weights = options.pop("weights", Weights())
+        solve = functools.partial(
+            self.optimize, objectives=per_knot, world=world, weights=weights, **options
+        )
 
         # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
         # success; GPU: all start paths at once.
@@ -660,8 +663,11 @@ class TrajectoryOptimizer:
             starts = paths[used : used + count].copy()
             used += count
             candidate = solve(starts, free=free)
+            candidate = self._push_clear(candidate, solve, free, weights)
             if not joint_goal and not candidate.success:
-                candidate = self._exact_goal(candidate, goal_objectives, active_joints, free, solve)
+                candidate = self._exact_goal(
+                    candidate, goal_objectives, active_joints, free, solve, weights
+                )
             if result is None or _better(candidate, result):
                 result = candidate
             if progress is not None:
@@ -687,30 +693,65 @@ class TrajectoryOptimizer:
             paths.append(start + first * (via - start) + second * (goal_q - via))
         return np.stack(paths)
 
-    def _exact_goal(self, result, goal_objectives, active_joints, free, solve) -> PlanResult:
-        """The goal costs trade a little accuracy for smoothness. Make the goal exact: IK from
-        the optimised last knot (close by first, then anywhere), then re-optimise with that
-        knot fixed."""
+    def _push_clear(self, result, solve, free, weights: Weights, rounds: int = 2) -> PlanResult:
+        """Penalty continuation: while a path still cuts into an obstacle (or itself), raise
+        the collision weights tenfold and re-optimise from it."""
+        total_iterations, seconds = result.iterations, result.solve_seconds
+        for _ in range(rounds):
+            if min(result.min_distance, result.min_self_distance) >= 0 or result.success:
+                break
+            weights = dataclasses.replace(
+                weights,
+                collision=10 * weights.collision,
+                self_collision=10 * weights.self_collision,
+            )
+            again = solve(result.path[None], free=free, weights=weights)
+            total_iterations += again.iterations
+            seconds += again.solve_seconds
+            if _better(again, result):
+                result = again
+        return dataclasses.replace(result, iterations=total_iterations, solve_seconds=seconds)
+
+    def _exact_goal(
+        self, result, goal_objectives, active_joints, free, solve, weights: Weights
+    ) -> PlanResult:
+        """The goal costs trade a little accuracy for smoothness and clearance. Tighten them:
+        re-optimise with the goal weight raised tenfold, twice (the collision costs stay on
+        the last knot, unlike a separate IK). If that still misses, IK from the last knot
+        within a small radius, then re-optimise with that knot fixed."""
         if result.min_distance < 0 or result.min_self_distance < 0:
             return result  # a colliding path is not worth finishing
-        names = None if active_joints is None else tuple(active_joints)
-        tight = {"position_tolerance": 2e-4, "orientation_tolerance": 2e-3}
-        ik = self.ik.solve(
-            goal_objectives, seed=result.path[-1], active_joints=names, max_deviation=0.3, **tight
-        )
-        if not ik.success.all():
-            ik = self.ik.solve(goal_objectives, seed=result.path[-1], active_joints=names, **tight)
-        t_count = result.path.shape[0]
-        ramp = np.clip(np.linspace(-1.0, 1.0, t_count), 0.0, 1.0)[:, None]
-        start = result.path + ramp * (ik.q - result.path[-1])
-        fixed_goal = free.copy()
-        fixed_goal[-1] = 0.0
-        second = solve(start[None], free=fixed_goal)
-        return dataclasses.replace(
-            second if second.success or not result.success else result,
-            iterations=result.iterations + second.iterations,
-            solve_seconds=result.solve_seconds + second.solve_seconds,
-        )
+        iterations, seconds = result.iterations, result.solve_seconds
+        best = result
+        for factor in (10.0, 100.0):
+            heavier = dataclasses.replace(weights, goal=weights.goal * factor)
+            again = solve(best.path[None], free=free, weights=heavier)
+            iterations, seconds = iterations + again.iterations, seconds + again.solve_seconds
+            if _better(again, best):
+                best = again
+            if best.success:
+                break
+        if not best.success and min(best.min_distance, best.min_self_distance) >= 0:
+            names = None if active_joints is None else tuple(active_joints)
+            ik = self.ik.solve(
+                goal_objectives,
+                seed=best.path[-1],
+                active_joints=names,
+                max_deviation=0.05,
+                position_tolerance=2e-4,
+                orientation_tolerance=2e-3,
+            )
+            t_count = best.path.shape[0]
+            ramp = np.clip(np.linspace(-1.0, 1.0, t_count), 0.0, 1.0)[:, None]
+            start = best.path + ramp * (ik.q - best.path[-1])
+            fixed_goal = free.copy()
+            fixed_goal[-1] = 0.0
+            again = solve(start[None], free=fixed_goal)
+            again = self._push_clear(again, solve, fixed_goal, weights)
+            iterations, seconds = iterations + again.iterations, seconds + again.solve_seconds
+            if _better(again, best):
+                best = again
+        return dataclasses.replace(best, iterations=iterations, solve_seconds=seconds)
 
 
 def _better(a: PlanResult, b: PlanResult) -> bool:
