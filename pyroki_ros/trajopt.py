@@ -40,7 +40,7 @@ class Weights:
     """Cost weights (each multiplies a squared residual; traced, changing them never
     recompiles)."""
 
-    goal: float = 100.0  # multiplies the objectives' own weights
+    goal: float = 1000.0  # multiplies the objectives' own weights
     velocity: float = 1.0  # per (rad per knot step)^2
     acceleration: float = 4.0
     jerk: float = 0.0
@@ -438,7 +438,7 @@ class TrajectoryOptimizer:
         weights: Weights = Weights(),
         rest: np.ndarray | None = None,
         margin: float = 0.02,
-        max_iterations: int = 100,
+        max_iterations: int = 60,
         position_tolerance: float = 1e-3,
         orientation_tolerance: float = math.radians(1.0),
         clearance_tolerance: float = 0.0,
