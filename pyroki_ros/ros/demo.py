@@ -7,6 +7,7 @@ every service, streams teleop goals along a circle and prints what comes back, w
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import statistics
@@ -191,6 +192,7 @@ class _Demo:
         self.solve_hinge()
         self.solve_batch()
         self.teleop()
+        self.plan_around_obstacle()
         self.latency()
 
     # --- steps ----------------------------------------------------------------------------------
@@ -404,6 +406,88 @@ class _Demo:
             self.out.line(f"  fastest joint step: {ratio:.2f} x (velocity_scaling x URDF limit)")
             self.check(ratio <= 1.0 + 1e-3, "teleop step above the velocity limit")
 
+    def plan_around_obstacle(self) -> None:
+        from geometry_msgs.msg import PoseStamped
+        from shape_msgs.msg import SolidPrimitive
+
+        from pyroki_ros.msg import ErrorCode, IKObjective
+        from pyroki_ros.srv import ComputeFK, PlanTrajectory
+
+        out = self.out
+        out.section("~/plan_trajectory: move the hand 0.5 m sideways, over a box in the way")
+        client = self.s.client(
+            PlanTrajectory, f"{NODE}/plan_trajectory", wait=self.timeout, node=self.node
+        )
+        hand, _ = self.call(
+            self.fk,
+            ComputeFK.Request(link_names=["panda_hand"], robot_state=_joint_state(READY)),
+        )
+        p = copy.deepcopy(hand.poses[0].pose.position)  # the goal below edits the pose
+        box = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.16, 0.08, 0.24])
+        box_pose = PoseStamped()
+        box_pose.header.frame_id = "panda_link0"
+        box_pose.pose.position.x, box_pose.pose.position.y = p.x, p.y - 0.26
+        box_pose.pose.position.z = p.z - 0.05
+        box_pose.pose.orientation.w = 1.0
+        goal = IKObjective(type=IKObjective.POSE, link="panda_hand")
+        goal.target.header.frame_id = "panda_link0"
+        goal.target.pose = copy.deepcopy(hand.poses[0].pose)
+        goal.target.pose.position.y = p.y - 0.5
+        out.line(
+            f"  hand at {_pose(hand.poses[0].pose)}; box 16 x 8 x 24 cm centred at "
+            f"({p.x:.3f}, {p.y - 0.26:.3f}, {p.z - 0.05:.3f}); goal: the same pose at "
+            f"y = {p.y - 0.5:.3f}"
+        )
+        request = PlanTrajectory.Request(
+            start_state=_joint_state(READY),
+            goal_objectives=[goal],
+            obstacles=[box],
+            obstacle_poses=[box_pose],
+            execute=True,
+        )
+        out.line("  planning (the first plan compiles the optimiser; cached for the next run) ...")
+        before = len(self.trajectories)
+        response, rtt = self.call(client, request, timeout=max(self.timeout, 300.0))
+        self.check(
+            response.success and response.error_code.val == ErrorCode.SUCCESS,
+            f"plan_trajectory failed: {response.message}",
+        )
+        points = response.trajectory.points
+        if not points:
+            return
+        duration = points[-1].time_from_start.sec + points[-1].time_from_start.nanosec * 1e-9
+        out.line(
+            f"  {'ok' if response.success else 'FAILED'}: {len(points)} points over "
+            f"{duration:.2f} s, clearance {response.min_obstacle_distance * 100:.1f} cm, goal "
+            f"error {response.goal_position_errors[0] * 1e3:.2f} mm / "
+            f"{math.degrees(response.goal_orientation_errors[0]):.2f} deg, planned in "
+            f"{_ms(response.solve_time)} (round trip {_ms(rtt)})"
+        )
+        # Show the hand's path: where it is at a few points of the trajectory.
+        names = list(response.trajectory.joint_names)
+        out.line(
+            f"  hand along the trajectory (x, y, z in m; box top at z = {p.z - 0.05 + 0.12:.3f}):"
+        )
+        for i in np.linspace(0, len(points) - 1, 7).astype(int):
+            state = dict(zip(names, points[i].positions))
+            fk, _ = self.call(
+                self.fk,
+                ComputeFK.Request(link_names=["panda_hand"], robot_state=_joint_state(state)),
+            )
+            q = fk.poses[0].pose.position
+            t = points[i].time_from_start.sec + points[i].time_from_start.nanosec * 1e-9
+            out.line(f"    t = {t:5.2f} s   ({q.x:+.3f}, {q.y:+.3f}, {q.z:+.3f})")
+        deadline = time.monotonic() + 5.0
+        while len(self.trajectories) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        published = len(self.trajectories) > before
+        self.check(published, "the planned trajectory was not published")
+        if published:
+            out.line(
+                "  executed: published on /joint_trajectory_controller/joint_trajectory "
+                f"({len(self.trajectories[-1][1].points)} points)"
+            )
+
     def latency(self) -> None:
         from pyroki_ros.msg import IKObjective
         from pyroki_ros.srv import SolveIK
@@ -428,6 +512,12 @@ class _Demo:
             f"solver median {statistics.median(solves_ms):.1f} ms"
         )
         self.out.line("  (this machine's load affects these numbers)")
+
+
+def _joint_state(values: dict):
+    from sensor_msgs.msg import JointState
+
+    return JointState(name=list(values), position=[float(v) for v in values.values()])
 
 
 def _rotate_z(q) -> tuple[float, float, float]:
