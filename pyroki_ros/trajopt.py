@@ -349,24 +349,26 @@ def _report(robot: Robot, collide: _Collision, p: _Problem, x: jax.Array, sample
 
 
 def _solve_starts(robot, collide, smoothing, bandwidth, samples, p: _Problem, starts):
-    """Optimises every start path (B, T, n); returns per start the path, cost, iterations,
-    errors and clearances."""
+    """Optimises every start path (B, T, n), each with its own bounds and objective values
+    (``p.lower``, ``p.upper`` (B, T, n), objective fields (B, T, ...)); returns per start the
+    path, cost, iterations, errors and clearances."""
 
-    def one(x0):
+    def one(x0, lower, upper, objectives):
+        q = dataclasses.replace(p, lower=lower, upper=upper, objectives=objectives)
         result = nls.solve_chain(
-            functools.partial(_linearize, robot, collide, smoothing, p),
+            functools.partial(_linearize, robot, collide, smoothing, q),
             x0,
-            free=p.free,
-            lower=p.lower,
-            upper=p.upper,
+            free=q.free,
+            lower=lower,
+            upper=upper,
             bandwidth=bandwidth,
-            max_iterations=p.max_iterations,
+            max_iterations=q.max_iterations,
             relative_tolerance=1e-5,
         )
-        pos, rot, min_world, min_self = _report(robot, collide, p, result.x, samples)
+        pos, rot, min_world, min_self = _report(robot, collide, q, result.x, samples)
         return result.x, result.cost, result.iterations, pos, rot, min_world, min_self
 
-    return jax.vmap(one)(starts)
+    return jax.vmap(one)(starts, p.lower, p.upper, p.objectives)
 
 
 def _structure(o: obj.Objective) -> tuple:
@@ -442,13 +444,16 @@ class TrajectoryOptimizer:
         position_tolerance: float = 1e-3,
         orientation_tolerance: float = math.radians(1.0),
         clearance_tolerance: float = 0.0,
-    ) -> PlanResult:
-        """Optimises B initial paths (B, T, n) and returns the best one.
+        each: bool = False,
+    ) -> PlanResult | list[PlanResult]:
+        """Optimises B initial paths (B, T, n) and returns the best one (``each``: a result
+        per start, for batches of different problems).
 
         ``objectives`` carry a knot axis: fields (T, ...), weights zero at knots where an
-        objective does not apply. ``free`` (T, n): 1 where a variable may move (default: every
-        knot but the first). The best start is the successful one of least cost, else the one
-        closest to success.
+        objective does not apply; fields (B, T, ...) give every start its own values (a batch
+        of different problems). ``free`` (T, n): 1 where a variable may move (default: every
+        knot but the first); fixed variables keep each start path's value. The best start is
+        the successful one of least cost, else the one closest to success.
         """
         clock = time.perf_counter()
         robot = self.robot
@@ -461,11 +466,12 @@ class TrajectoryOptimizer:
             raise ValueError("initial paths contain NaN or infinite values")
         t_count = starts.shape[1]
         obj.validate(robot, tuple(objectives), check_values=True) if objectives else None
+        count = starts.shape[0]
         for o in objectives:
-            if o.batch_shape != (t_count,):
+            if o.batch_shape not in ((t_count,), (count, t_count)):
                 raise ValueError(
-                    f"objective on '{o.link}' must carry one entry per knot ({t_count}), "
-                    f"got batch shape {o.batch_shape}"
+                    f"objective on '{o.link}' must carry one entry per knot ({t_count},) or "
+                    f"per start and knot ({count}, {t_count}), got batch shape {o.batch_shape}"
                 )
         if free is None:
             free = np.ones((t_count, robot.n_joints))
@@ -476,12 +482,13 @@ class TrajectoryOptimizer:
             raise ValueError(f"margin must be finite and >= 0, got {margin}")
         rest = (self._lower + self._upper) / 2 if rest is None else np.asarray(rest, np.float64)
         # Bounds: the limits, but a fixed variable keeps its (possibly wrapped) start value.
-        lower = np.where(free > 0, self._lower, starts[0])
-        upper = np.where(free > 0, self._upper, starts[0])
+        lower = np.where(free > 0, self._lower, starts)  # (B, T, n)
+        upper = np.where(free > 0, self._upper, starts)
         starts = np.clip(starts, lower, upper)
         dt = self._dtype
+        per_start = lambda a: np.broadcast_to(np.asarray(a, dt), (count, t_count, a.shape[-1]))
         problem = _Problem(
-            objectives=tuple(jax.tree.map(lambda a: np.asarray(a, dt), o) for o in objectives),
+            objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
             weights=np.asarray(dataclasses.astuple(weights), dt),
             margin=np.asarray(margin, dt),
@@ -511,36 +518,33 @@ class TrajectoryOptimizer:
         )
         clearance_shortfall = np.maximum(clearance_tolerance - np.minimum(min_world, min_self), 0)
         rank = np.lexsort((costs, goal_shortfall, clearance_shortfall, ~ok))
-        best = int(rank[0])
-        path = np.clip(paths[best].astype(np.float64), self._lower, self._upper)
-        message = (
-            "ok"
-            if ok[best]
-            else "; ".join(
-                m
-                for m, bad in (
-                    ("goal not reached within tolerance", not ok_goal[best]),
-                    (
-                        "path comes closer to an obstacle than allowed",
-                        min_world[best] < clearance_tolerance,
-                    ),
-                    ("path collides with itself", min_self[best] < clearance_tolerance),
-                )
-                if bad
+        seconds = time.perf_counter() - clock
+
+        def result(i: int) -> PlanResult:
+            problems = (
+                ("goal not reached within tolerance", not ok_goal[i]),
+                (
+                    "path comes closer to an obstacle than allowed",
+                    min_world[i] < clearance_tolerance,
+                ),
+                ("path collides with itself", min_self[i] < clearance_tolerance),
             )
-        )
-        return PlanResult(
-            path=path,
-            success=bool(ok[best]),
-            position_errors=pos[best].astype(np.float64),
-            orientation_errors=rot[best].astype(np.float64),
-            min_distance=float(min_world[best]),
-            min_self_distance=float(min_self[best]),
-            cost=float(costs[best]),
-            iterations=int(iterations[best]),
-            solve_seconds=time.perf_counter() - clock,
-            message=message,
-        )
+            return PlanResult(
+                path=np.clip(paths[i].astype(np.float64), self._lower, self._upper),
+                success=bool(ok[i]),
+                position_errors=pos[i].astype(np.float64),
+                orientation_errors=rot[i].astype(np.float64),
+                min_distance=float(min_world[i]),
+                min_self_distance=float(min_self[i]),
+                cost=float(costs[i]),
+                iterations=int(iterations[i]),
+                solve_seconds=seconds,
+                message="ok" if ok[i] else "; ".join(m for m, bad in problems if bad),
+            )
+
+        if each:
+            return [result(i) for i in range(count)]
+        return result(int(rank[0]))
 
     def plan(
         self,
@@ -678,6 +682,67 @@ class TrajectoryOptimizer:
             if result.success:
                 break
         return dataclasses.replace(result, solve_seconds=time.perf_counter() - clock)
+
+    def plan_batch(
+        self,
+        starts: np.ndarray,
+        goals: np.ndarray,
+        *,
+        tip: str | None = None,
+        world: col.World | None = None,
+        num_steps: int = 64,
+        **options,
+    ) -> list[PlanResult]:
+        """Plans many start/goal pairs in one batched solve (one compiled program, ``vmap``
+        over the pairs: parallel on a GPU): straight-line start paths, no restarts.
+
+        Args:
+            starts: (B, n) start configurations.
+            goals: (B, n) goal configurations, or with ``tip`` (B, 7) wxyz_xyz poses of that
+                link (goal configurations by one batched IK solve from the starts first).
+            tip: the link of pose goals (None: joint goals).
+            **options: as for :meth:`optimize`.
+
+        Returns:
+            one PlanResult per pair (``solve_seconds`` = the whole batch's time).
+        """
+        clock = time.perf_counter()
+        n = self.robot.n_joints
+        starts = np.asarray(starts, np.float64)
+        goals = np.asarray(goals, np.float64)
+        if starts.ndim != 2 or starts.shape[1] != n or len(starts) == 0:
+            raise ValueError(f"starts must have shape (B >= 1, {n}), got {starts.shape}")
+        if goals.shape not in ((len(starts), n), (len(starts), 7)):
+            raise ValueError(
+                f"goals must have shape ({len(starts)}, {n}) or ({len(starts)}, 7), got "
+                f"{goals.shape}"
+            )
+        if not (np.isfinite(starts).all() and np.isfinite(goals).all()):
+            raise ValueError("starts or goals contain NaN or infinite values")
+        if num_steps < 2:
+            raise ValueError(f"num_steps must be >= 2, got {num_steps}")
+        t_count = int(num_steps)
+        free = np.ones((t_count, n))
+        free[0] = 0.0
+        objectives: tuple[obj.Objective, ...] = ()
+        if tip is not None:
+            if goals.shape[1] != 7:
+                raise ValueError(f"pose goals of '{tip}' must have shape (B, 7) wxyz_xyz")
+            goal_q = self.ik.solve(obj.pose(tip, goals), seed=starts).q
+            mask = np.zeros((t_count, 1))
+            mask[-1] = 1.0
+            pose = obj.pose(tip, np.broadcast_to(goals[:, None], (len(goals), t_count, 7)))
+            objectives = (dataclasses.replace(pose, weights=mask * np.asarray(pose.weights)),)
+        else:
+            if goals.shape[1] != n:
+                raise ValueError(f"joint goals must have shape (B, {n}); pose goals need tip")
+            goal_q = np.clip(goals, self._lower, self._upper)
+            free[-1] = 0.0
+        knots = np.linspace(0.0, 1.0, t_count)[None, :, None]
+        paths = starts[:, None] + knots * (goal_q - starts)[:, None]
+        results = self.optimize(paths, objectives, world=world, free=free, each=True, **options)
+        seconds = time.perf_counter() - clock
+        return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
 
     def _initial_paths(self, start, goal_q, active, t_count, rng, count: int) -> np.ndarray:
         """(count, T, n): the straight line in joint space, then paths bent through random
@@ -863,7 +928,7 @@ def retarget(
     base = Weights()
     weights = dataclasses.replace(
         base,
-        goal=base.goal,
+        goal=100.0,  # tracking: keypoints are noisy, smoothness should still count
         velocity=base.velocity * smoothness,
         acceleration=base.acceleration * smoothness,
     )
