@@ -229,6 +229,16 @@ PARAMETERS = (
         "[[link, link], ...]}); empty = no collision checking.",
         read_only=True,
     ),
+    Param(
+        "sampler_checkpoint",
+        "",
+        "Learned IK sampler checkpoint (.npz from `pyroki-ros train-sampler`) for this robot: "
+        "~/solve_ik requests with one objective on the sampler's tip (no max_deviation, no "
+        "active_joints) start from the best of its samples when that is closer to the "
+        "target than the seed. Empty = off; a checkpoint for another robot is logged and "
+        "ignored.",
+        read_only=True,
+    ),
     # --- compute
     Param("device", "auto", "JAX device for the solver: auto, cpu or gpu.", read_only=True),
     Param(
@@ -264,6 +274,7 @@ class PyrokiRosNode(Node):
         self._joint_positions: dict[str, float] = {}
         self._joint_state_lock = threading.Lock()
         self._last_failed_description: str | None = None
+        self._sampler = None  # (model, IKSampler) when sampler_checkpoint is set
 
         self._model_group = MutuallyExclusiveCallbackGroup()
         self._input_group = MutuallyExclusiveCallbackGroup()
@@ -565,6 +576,7 @@ class PyrokiRosNode(Node):
             logger.error(f"warm-up of robot '{model.name}' failed: {e!r}; model not used")
             return
         self._last_failed_description = None
+        self._load_sampler(model)
         self._stop_warm_thread()
         with self._model_lock:
             self._model = model
@@ -585,6 +597,57 @@ class PyrokiRosNode(Node):
                 daemon=True,
             )
             self._warm_thread.start()
+
+    def _load_sampler(self, model: LoadedModel) -> None:
+        """The learned IK sampler for this model, if configured and matching."""
+        self._sampler = None
+        path = self.get_parameter("sampler_checkpoint").value
+        if not path:
+            return
+        from pyroki_ros.sampler import IKSampler
+
+        try:
+            sampler = IKSampler.load(os.path.expanduser(path), model.robot)
+            if sampler.spec.base != model.root_link:
+                raise ValueError(f"its base '{sampler.spec.base}' is not the root link")
+            sampler.sample(np.zeros(3 if sampler.spec.mode == "position" else 7), 8)  # compile
+        except (ValueError, OSError, KeyError) as e:
+            self.get_logger().error(f"sampler_checkpoint '{path}' not used: {e}")
+            return
+        self._sampler = (model, sampler)
+        self.get_logger().info(
+            f"learned IK sampler from '{path}' seeds ~/solve_ik for '{sampler.spec.tip}' "
+            f"({sampler.spec.mode} targets)"
+        )
+
+    def _sampler_seed(self, model, objectives, seed, request) -> np.ndarray:
+        """The best of the sampler's samples when it is closer to the target than ``seed``."""
+        held = getattr(self, "_sampler", None)
+        if held is None or held[0] is not model or len(objectives) != 1:
+            return seed
+        sampler = held[1]
+        o = objectives[0]
+        spec = sampler.spec
+        if (
+            o.link != spec.tip
+            or o.reference is not None
+            or request.max_deviation > 0
+            or len(request.active_joints)
+            or o.kind not in (("pose", "position") if spec.mode == "position" else ("pose",))
+        ):
+            return seed
+        from pyroki_ros.sampler.seeding import ORIENTATION_WEIGHT, best_samples
+
+        target = np.asarray(o.target, np.float64)
+        target = target[4:] if spec.mode == "position" else target
+        best, score = best_samples(sampler, target, k=8)
+        position, orientation = sampler.errors(target, seed)
+        if float(score) >= float(position + ORIENTATION_WEIGHT * orientation):
+            return seed
+        q = seed.copy()
+        chain = list(spec.chain)
+        q[chain] = best[chain]
+        return model.clip(q)
 
     def _warmup_batch_sizes(self) -> list[int]:
         parameter = self.get_parameter_or("warmup_batch_sizes", None)
@@ -644,6 +707,7 @@ class PyrokiRosNode(Node):
                 model.objective(o, f"objectives[{i}]", frames)
                 for i, o in enumerate(request.objectives)
             ]
+            seed = self._sampler_seed(model, objectives, seed, request)
             active = model.active_joints(request.active_joints, objectives)
             deviation = float(request.max_deviation)
             if not math.isfinite(deviation) or deviation < 0:
