@@ -47,6 +47,7 @@ class Weights:
     rest: float = 1e-4
     collision: float = 1000.0  # per m of penetration into the margin
     self_collision: float = 1000.0
+    manipulability: float = 0.0  # per (1 / manipulability)^2 of ``manipulability_link``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +95,12 @@ class _Problem:
     free: jax.Array  # (T, n)
     world: col.World
     max_iterations: jax.Array  # ()
+    vectors: jax.Array  # (T, V, 3) link-to-link vector targets (retargeting), root frame
+    vector_weights: jax.Array  # (T, V)
+    vector_links: tuple[tuple[int, int], ...] = dataclasses.field(
+        default=(), metadata={"static": True}
+    )  # (from, to) link indices: residual p_to - p_from - vectors[t, v]
+    manipulability_link: int = dataclasses.field(default=-1, metadata={"static": True})
 
 
 def _sample_fractions(count: int) -> np.ndarray:
@@ -312,6 +319,32 @@ def _linearize(
         gradient = gradient.at[:-1].add(g).at[1:].add(g)
         cost = cost + 0.5 * (jnp.sum(r_knot**2) + jnp.sum(r_mid**2))
 
+    if p.vector_links:
+        frames = k.frames_t(robot, x.T)
+        for v, (a, b) in enumerate(p.vector_links):
+            scale = jnp.sqrt(p.vector_weights[:, v])  # (T,)
+            jv_a, _ = k.jacobian_rows_t(robot, frames, a)
+            jv_b, _ = k.jacobian_rows_t(robot, frames, b)
+            for c in range(3):
+                r_c = scale * (frames[1][c][b] - frames[1][c][a] - p.vectors[:, v, c])
+                j_c = scale[None] * (jv_b[c] - jv_a[c])  # (n, T)
+                diagonal = diagonal + jnp.einsum("it,jt->tij", j_c, j_c)
+                gradient = gradient + (j_c * r_c[None]).T
+                cost = cost + 0.5 * jnp.sum(r_c * r_c)
+
+    if p.manipulability_link >= 0:
+        # Yoshikawa's measure sqrt(det(J J^T)); its inverse grows near singularities.
+        def inverse_manipulability(q):
+            jac = k.link_jacobian(robot, q, p.manipulability_link)
+            return 1.0 / jnp.sqrt(jnp.linalg.det(jac @ jac.T) + 1e-9)
+
+        value, grad = jax.vmap(jax.value_and_grad(inverse_manipulability))(x)
+        scale = jnp.sqrt(w[7])
+        value, grad = scale * value, scale * grad
+        diagonal = diagonal + grad[:, :, None] * grad[:, None, :]
+        gradient = gradient + grad * value[:, None]
+        cost = cost + 0.5 * jnp.sum(value * value)
+
     coupling = w[1] * smoothing[0] + w[2] * smoothing[1] + w[3] * smoothing[2]
     return nls.Linearization(
         cost=cost,
@@ -445,6 +478,10 @@ class TrajectoryOptimizer:
         orientation_tolerance: float = math.radians(1.0),
         clearance_tolerance: float = 0.0,
         each: bool = False,
+        vectors: tuple[tuple[str, str], ...] = (),
+        vector_targets: np.ndarray | None = None,
+        vector_weights: np.ndarray | None = None,
+        manipulability_link: str | None = None,
     ) -> PlanResult | list[PlanResult]:
         """Optimises B initial paths (B, T, n) and returns the best one (``each``: a result
         per start, for batches of different problems).
@@ -452,8 +489,12 @@ class TrajectoryOptimizer:
         ``objectives`` carry a knot axis: fields (T, ...), weights zero at knots where an
         objective does not apply; fields (B, T, ...) give every start its own values (a batch
         of different problems). ``free`` (T, n): 1 where a variable may move (default: every
-        knot but the first); fixed variables keep each start path's value. The best start is
-        the successful one of least cost, else the one closest to success.
+        knot but the first); fixed variables keep each start path's value. ``vectors``:
+        (from, to) link pairs whose difference p_to - p_from should follow ``vector_targets``
+        (T, V, 3) (root frame, m) with ``vector_weights`` (T, V) (retargeting by link-to-link
+        vectors). ``manipulability_link``: with ``weights.manipulability`` > 0, a cost on the
+        inverse manipulability of this link keeps the path away from singularities. The best
+        start is the successful one of least cost, else the one closest to success.
         """
         clock = time.perf_counter()
         robot = self.robot
@@ -487,6 +528,20 @@ class TrajectoryOptimizer:
         starts = np.clip(starts, lower, upper)
         dt = self._dtype
         per_start = lambda a: np.broadcast_to(np.asarray(a, dt), (count, t_count, a.shape[-1]))
+        if vectors:
+            vector_targets = np.asarray(vector_targets, np.float64)
+            if vector_targets.shape != (t_count, len(vectors), 3):
+                raise ValueError(
+                    f"vector_targets must have shape ({t_count}, {len(vectors)}, 3), got "
+                    f"{vector_targets.shape}"
+                )
+            if vector_weights is None:
+                vector_weights = np.ones((t_count, len(vectors)))
+            if not (np.isfinite(vector_targets).all() and np.isfinite(vector_weights).all()):
+                raise ValueError("vector targets or weights contain NaN or infinite values")
+        else:
+            vector_targets = np.zeros((t_count, 0, 3))
+            vector_weights = np.zeros((t_count, 0))
         problem = _Problem(
             objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
@@ -497,6 +552,12 @@ class TrajectoryOptimizer:
             free=np.asarray(free, dt),
             world=jax.tree.map(lambda a: np.asarray(a, dt), world.padded(WORLD_BUCKETS)),
             max_iterations=np.asarray(max_iterations, np.int32),
+            vectors=np.asarray(vector_targets, dt).reshape(t_count, len(vectors), 3),
+            vector_weights=np.asarray(vector_weights, dt).reshape(t_count, len(vectors)),
+            vector_links=tuple((robot.link_index(a), robot.link_index(b)) for a, b in vectors),
+            manipulability_link=-1
+            if manipulability_link is None
+            else robot.link_index(manipulability_link),
         )
         bandwidth = 3 if weights.jerk > 0 else 2
         structure = (
@@ -856,10 +917,15 @@ def retarget(
     world: col.World | None = None,
     active_joints: tuple[str, ...] | None = None,
     max_iterations: int = 100,
+    vector_pairs: tuple[tuple[int, int], ...] = (),
+    vector_weight: float = 1.0,
 ) -> tuple[PlanResult, np.ndarray]:
     """Follows keypoints with links: link ``links[k]`` towards ``scale * keypoints[t, k]``
     at step t, with smooth joint motion, limits that hold and (with ``world`` and the
-    planner's spheres) collision avoidance.
+    planner's spheres) collision avoidance. With ``vector_pairs`` the links also match the
+    scaled keypoint-to-keypoint vectors (how a demonstrator's hand sits relative to its
+    elbow, say), which transfers the motion's shape when absolute positions cannot match;
+    ``link_weights`` of 0 then leave only the vectors.
 
     Args:
         links: K link names.
@@ -869,6 +935,9 @@ def retarget(
         link_weights: (K,) >= 0 relative weights (default 1).
         scale: keypoints are multiplied by this (e.g. human to robot size).
         smoothness: multiplies the velocity and acceleration weights.
+        vector_pairs: (i, j) index pairs into ``links``: p(links[j]) - p(links[i]) follows
+            scale * (keypoints[t, j] - keypoints[t, i]).
+        vector_weight: weight of each vector term.
 
     Returns:
         (the PlanResult over the T steps, per-step RMS keypoint error (T,) m).
@@ -937,9 +1006,23 @@ def retarget(
         tuple(obj.position(link, targets[0, i]) for i, link in enumerate(links)), seed=seed
     ).q
     starts = np.repeat(np.where(active > 0, first, seed)[None, None], t_count, 1)
+    pairs = tuple((int(i), int(j)) for i, j in vector_pairs)
+    for i, j in pairs:
+        if not (0 <= i < len(links) and 0 <= j < len(links)) or i == j:
+            raise ValueError(f"vector pair ({i}, {j}) must name two different links by index")
+    if not (np.isfinite(vector_weight) and vector_weight >= 0):
+        raise ValueError(f"vector_weight must be finite and >= 0, got {vector_weight}")
+    vector_targets = (
+        np.stack([targets[:, j] - targets[:, i] for i, j in pairs], 1) if pairs else None
+    )
     result = planner.optimize(
         starts,
         per_link,
+        vectors=tuple((links[i], links[j]) for i, j in pairs),
+        vector_targets=vector_targets,
+        vector_weights=np.broadcast_to(on * weights.goal * vector_weight, (t_count, len(pairs)))
+        if pairs
+        else None,
         world=world,
         free=free,
         weights=weights,

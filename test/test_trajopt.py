@@ -327,3 +327,56 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
     results = planner.plan_batch(starts, joint_goals, world=world, num_steps=STEPS)
     for goal, plan in zip(joint_goals, results):
         np.testing.assert_allclose(plan.path[-1], goal, atol=1e-6)
+
+
+def test_retargeting_by_link_to_link_vectors_transfers_the_motion_shape(panda):
+    """A demonstrator standing 0.3 m away: absolute keypoints cannot be matched, the
+    elbow-to-hand vectors can."""
+    _robot, _, planner, _ = panda
+    t_count = 24
+    s = np.linspace(0, 1, t_count)[:, None]
+    q0 = np.array([0, -0.3, 0, -2.0, 0, 1.8, 0.8, 0.02])
+    q1 = np.array([0.8, 0.2, 0.2, -1.6, 0.3, 1.5, 0.3, 0.02])
+    joints = q0 + (3 * s**2 - 2 * s**3) * (q1 - q0)
+    links = ("panda_link4", "panda_hand")
+    shift = np.array([0.3, 0.0, 0.0])
+    keypoints = np.array([[check.link_pose(q, k)[:3, 3] for k in links] for q in joints]) + shift
+    plan, _ = retarget(
+        planner, links, keypoints, seed=q0, link_weights=np.zeros(2), vector_pairs=[(0, 1)]
+    )
+    for t, q in enumerate(plan.path):
+        vector = check.link_pose(q, "panda_hand")[:3, 3] - check.link_pose(q, "panda_link4")[:3, 3]
+        wanted = keypoints[t, 1] - keypoints[t, 0]
+        assert np.linalg.norm(vector - wanted) < 3e-3, t
+    with pytest.raises(ValueError, match="vector pair"):
+        retarget(planner, links, keypoints, vector_pairs=[(0, 0)])
+
+
+def _manipulability(q) -> float:
+    from reference_fk import reference_jacobian_fd
+
+    jac = reference_jacobian_fd(check.PANDA, q, "panda_hand", check.JOINTS)
+    return float(np.sqrt(max(np.linalg.det(jac @ jac.T), 0.0)))
+
+
+def test_manipulability_cost_keeps_the_path_away_from_a_singularity(panda):
+    _robot, _, planner, _ = panda
+    # Elbow almost straight (joint 4 near its upper limit): close to a singularity.
+    start = np.array([-0.8, 0.3, 0.0, -0.15, 0.0, 1.2, 0.8, 0.02])
+    goal = np.array([0.8, 0.3, 0.0, -0.15, 0.0, 1.2, 0.8, 0.02])
+    plain = planner.optimize(
+        np.linspace(start, goal, 16)[None], free=np.r_[[0], np.ones(14), [0]][:, None] * np.ones(8)
+    )
+    from pyroki_ros.trajopt import Weights
+
+    careful = planner.optimize(
+        np.linspace(start, goal, 16)[None],
+        free=np.r_[[0], np.ones(14), [0]][:, None] * np.ones(8),
+        weights=Weights(manipulability=1e-3),
+        manipulability_link="panda_hand",
+    )
+    inner = slice(4, 12)
+    before = np.mean([_manipulability(q) for q in plain.path[inner]])
+    after = np.mean([_manipulability(q) for q in careful.path[inner]])
+    assert after > 1.2 * before, (before, after)
+    np.testing.assert_allclose(careful.path[[0, -1]], plain.path[[0, -1]])
