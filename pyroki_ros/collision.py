@@ -46,13 +46,6 @@ def _static(**kwargs):
     return dataclasses.field(metadata={"static": True}, **kwargs)
 
 
-def _safe_norm(x: jax.Array, axis: int = -1) -> jax.Array:
-    """Euclidean norm whose gradient at 0 is 0 (not NaN)."""
-    sq = jnp.sum(x * x, axis=axis)
-    positive = sq > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
-
-
 # --------------------------------------------------------------------------------------------
 # The robot
 # --------------------------------------------------------------------------------------------
@@ -733,6 +726,66 @@ def sphere_centers(robot: Robot, spheres: RobotSpheres, q: jax.Array) -> jax.Arr
     return jnp.stack([rotated[i] + poses[..., 4 + i] for i in range(3)], axis=-1)
 
 
+def safe_norm3(x: jax.Array, y: jax.Array, z: jax.Array) -> jax.Array:
+    """|(x, y, z)| of component arrays, with gradient 0 (not NaN) at 0."""
+    sq = x * x + y * y + z * z
+    positive = sq > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
+
+
+def obstacle_distances_t(centers: tuple[jax.Array, ...], world: World, axis: int) -> jax.Array:
+    """Signed distances from points to every obstacle's surface, component form (m).
+
+    Element-wise over separate x, y, z arrays, so the whole computation fuses (the form the
+    trajectory optimiser's inner loop needs); :func:`world_distances` is this in (..., 3)
+    layout.
+
+    Args:
+        centers: three arrays of one shape with a size-1 obstacle axis at ``axis``.
+        world: the obstacles.
+        axis: where the obstacle axis is.
+
+    Returns:
+        the centres' shape with ``axis`` of size Ns + Nc + Nb + Nh: spheres, capsules, boxes,
+        half-spaces in that order.
+    """
+    ndim = centers[0].ndim
+
+    def along(a):  # (N,) -> broadcastable against the centres, N on the obstacle axis
+        shape = [1] * ndim
+        shape[axis] = a.shape[0]
+        return a.reshape(shape)
+
+    cx, cy, cz = centers
+    o = world.sphere_centers
+    d_sphere = safe_norm3(cx - along(o[:, 0]), cy - along(o[:, 1]), cz - along(o[:, 2]))
+    d_sphere = d_sphere - along(world.sphere_radii)
+
+    a, ab = world.capsule_a, world.capsule_b - world.capsule_a
+    length2 = jnp.sum(ab * ab, axis=-1)
+    rel = (cx - along(a[:, 0]), cy - along(a[:, 1]), cz - along(a[:, 2]))
+    along_ab = sum(r * along(ab[:, i]) for i, r in enumerate(rel))
+    t = jnp.clip(along_ab / along(jnp.where(length2 > 0, length2, 1.0)), 0.0, 1.0)
+    d_capsule = safe_norm3(*(r - t * along(ab[:, i]) for i, r in enumerate(rel)))
+    d_capsule = d_capsule - along(world.capsule_radii)
+
+    pose = world.box_poses
+    rel = tuple(c - along(pose[:, 4 + i]) for i, c in enumerate(centers))
+    inverse = tuple(along(x) for x in (pose[:, 0], -pose[:, 1], -pose[:, 2], -pose[:, 3]))
+    local = k.rotate(inverse, rel)  # R^T (c - t)
+    excess = tuple(jnp.abs(x) - along(world.box_half_extents[:, i]) for i, x in enumerate(local))
+    outside = safe_norm3(*(jnp.maximum(e, 0.0) for e in excess))
+    inside = jnp.minimum(jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2]), 0.0)
+    d_box = outside + inside
+
+    n = world.halfspace_normals
+    d_half = cx * along(n[:, 0]) + cy * along(n[:, 1]) + cz * along(n[:, 2])
+    d_half = d_half + along(world.halfspace_offsets)
+
+    # Every part has the centres' shape with its own count on the obstacle axis.
+    return jnp.concatenate([d_sphere, d_capsule, d_box, d_half], axis=axis)
+
+
 def world_distances(centers: jax.Array, radii: jax.Array, world: World) -> jax.Array:
     """Signed distances between robot spheres and every obstacle, m (negative: penetration).
 
@@ -744,31 +797,9 @@ def world_distances(centers: jax.Array, radii: jax.Array, world: World) -> jax.A
     Returns:
         (*batch, S, Ns + Nc + Nb + Nh): spheres, capsules, boxes, half-spaces in that order.
     """
-    c = centers[..., :, None, :]  # (*batch, S, 1, 3)
-    r = jnp.asarray(radii)[..., :, None]  # (*batch?, S, 1)
-
-    d_sphere = _safe_norm(c - world.sphere_centers) - world.sphere_radii
-
-    ab = world.capsule_b - world.capsule_a  # (Nc, 3)
-    length2 = jnp.sum(ab * ab, axis=-1)
-    t = jnp.sum((c - world.capsule_a) * ab, axis=-1) / jnp.where(length2 > 0, length2, 1.0)
-    closest = world.capsule_a + jnp.clip(t, 0.0, 1.0)[..., None] * ab
-    d_capsule = _safe_norm(c - closest) - world.capsule_radii
-
-    rot = jaxlie.SO3(world.box_poses[:, :4]).as_matrix()  # (Nb, 3, 3) box -> root
-    local = jnp.einsum("...bi,bij->...bj", c - world.box_poses[:, 4:], rot)  # R^T (c - t)
-    excess = jnp.abs(local) - world.box_half_extents
-    outside = _safe_norm(jnp.maximum(excess, 0.0))
-    inside = jnp.minimum(jnp.max(excess, axis=-1), 0.0)
-    d_box = outside + inside
-
-    d_half = jnp.sum(c * world.halfspace_normals, axis=-1) + world.halfspace_offsets
-
-    batch = c.shape[:-2]  # (*batch, S): kinds that do not depend on every axis are expanded
-    parts = [
-        jnp.broadcast_to(x, (*batch, x.shape[-1])) for x in (d_sphere, d_capsule, d_box, d_half)
-    ]
-    return jnp.concatenate(parts, axis=-1) - r
+    components = tuple(centers[..., :, None, i] for i in range(3))  # (*batch, S, 1)
+    d = obstacle_distances_t(components, world, axis=-1)
+    return d - jnp.asarray(radii)[..., :, None]
 
 
 def self_distances(centers: jax.Array, radii: jax.Array, spheres: RobotSpheres) -> jax.Array:
@@ -782,7 +813,7 @@ def self_distances(centers: jax.Array, radii: jax.Array, spheres: RobotSpheres) 
     i, j = spheres.self_pairs[:, 0], spheres.self_pairs[:, 1]
     radii = jnp.asarray(radii)
     gap = centers[..., i, :] - centers[..., j, :]
-    return _safe_norm(gap) - radii[..., i] - radii[..., j]
+    return safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - radii[..., i] - radii[..., j]
 
 
 def collision_distances(

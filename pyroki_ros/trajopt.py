@@ -120,18 +120,12 @@ class _Collision:
         self.spheres = spheres
         if spheres is None:
             return
-        # Which link frames move each sphere, and the link -> actuated joint map.
+        # Which link frames move each sphere.
         links = np.asarray(spheres.link_indices, int)
         on_path = np.zeros((len(links), robot.n_links), bool)
         for s, link in enumerate(links):
             on_path[s, list(robot.ancestors(int(link)))] = True
         self._on_path = on_path  # (S, n_links)
-        q_index = np.asarray(robot.q_index)
-        to_joint = np.zeros((robot.n_links, robot.n_joints))
-        for link, j in enumerate(q_index):
-            if j >= 0:
-                to_joint[link, j] = 1.0
-        self._to_joint = to_joint  # (n_links, n), multipliers applied at trace time
         self._links = links
 
     def centers_t(self, frames) -> tuple[jax.Array, ...]:
@@ -176,44 +170,12 @@ class _Collision:
         return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
 
     def nearest_obstacle_t(self, centers, world: col.World) -> jax.Array:
-        """Signed distance from each sphere to its nearest obstacle, (S, B), with the
-        obstacle kinds laid out (S, N, B) component-wise so that everything fuses."""
-        cx, cy, cz = (c[:, None, :] for c in centers)  # (S, 1, B)
-        col_ = lambda a: a[None, :, None]  # (N,) -> (1, N, 1)
-        parts = []
-        if world.sphere_radii.shape[0]:
-            o = world.sphere_centers
-            d = _norm3(cx - col_(o[:, 0]), cy - col_(o[:, 1]), cz - col_(o[:, 2]))
-            parts.append(jnp.min(d - col_(world.sphere_radii), axis=1))
-        if world.capsule_radii.shape[0]:
-            a, b = world.capsule_a, world.capsule_b
-            ab = b - a
-            length2 = jnp.maximum(jnp.sum(ab * ab, -1), 1e-12)
-            rel = (cx - col_(a[:, 0]), cy - col_(a[:, 1]), cz - col_(a[:, 2]))
-            t = jnp.clip(sum(r * col_(ab[:, i]) for i, r in enumerate(rel)) / col_(length2), 0, 1)
-            d = _norm3(*(r - t * col_(ab[:, i]) for i, r in enumerate(rel)))
-            parts.append(jnp.min(d - col_(world.capsule_radii), axis=1))
-        if world.box_half_extents.shape[0]:
-            wxyz = world.box_poses[:, :4]
-            rel = tuple(c - col_(world.box_poses[:, 4 + i]) for i, c in enumerate((cx, cy, cz)))
-            inverse = tuple(col_(x) for x in (wxyz[:, 0], -wxyz[:, 1], -wxyz[:, 2], -wxyz[:, 3]))
-            local = k.rotate(inverse, rel)
-            excess = tuple(
-                jnp.abs(x) - col_(world.box_half_extents[:, i]) for i, x in enumerate(local)
-            )
-            outside = _norm3(*(jnp.maximum(e, 0.0) for e in excess))
-            inside = jnp.minimum(jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2]), 0.0)
-            parts.append(jnp.min(outside + inside, axis=1))
-        if world.halfspace_offsets.shape[0]:
-            nrm = world.halfspace_normals
-            d = cx * col_(nrm[:, 0]) + cy * col_(nrm[:, 1]) + cz * col_(nrm[:, 2])
-            parts.append(jnp.min(d + col_(world.halfspace_offsets), axis=1))
-        if not parts:
+        """Signed distance from each sphere to its nearest obstacle, (S, B), computed with the
+        obstacles laid out (S, N, B) component-wise so that everything fuses."""
+        if world.n_obstacles == 0:
             return jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
-        nearest = parts[0]
-        for part in parts[1:]:
-            nearest = jnp.minimum(nearest, part)
-        return nearest - self.spheres.radii[:, None]
+        d = col.obstacle_distances_t(tuple(c[:, None, :] for c in centers), world, axis=1)
+        return jnp.min(d, axis=1) - self.spheres.radii[:, None]
 
     def distances_t(self, centers, world: col.World) -> tuple[jax.Array, jax.Array]:
         """Per sphere its smallest obstacle distance (S, B), per self pair (P, B)."""
@@ -221,7 +183,7 @@ class _Collision:
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
         radii = self.spheres.radii[:, None]
-        return world_d, _norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        return world_d, col.safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
 
     def rows_t(self, q_t: jax.Array, world: col.World, margin, w_world, w_self):
         """Hinge residuals max(0, margin - distance), weighted: one row per sphere (its
@@ -244,7 +206,7 @@ class _Collision:
         # Self collision: only the closest pairs of each configuration get a residual row.
         radii = self.spheres.radii[:, None]
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)  # (P, B)
-        d_all = _norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        d_all = col.safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
         count = min(SELF_ROWS, pairs.shape[0])
         _, worst = jax.lax.top_k(-d_all.T, count)  # (B, K)
         worst = worst.T  # (K, B)
@@ -252,13 +214,13 @@ class _Collision:
         second = jnp.asarray(pairs[:, 1])[worst]
         pick = lambda x, index: jnp.take_along_axis(x, index, axis=0)  # (S, B) -> (K, B)
         gap = tuple(pick(c, first) - pick(c, second) for c in centers)
-        length = _norm3(*gap)
+        length = col.safe_norm3(*gap)
         self_d = (
             length
             - pick(jnp.broadcast_to(radii, centers[0].shape), first)
             - pick(jnp.broadcast_to(radii, centers[0].shape), second)
         )
-        unit = tuple(g / length for g in gap)
+        unit = tuple(g / jnp.maximum(length, 1e-9) for g in gap)
         active = (self_d < margin) * -jnp.sqrt(w_self)
         r_self = jnp.sqrt(w_self) * jax.nn.relu(margin - self_d)
         j_self = jnp.stack(
@@ -273,11 +235,6 @@ class _Collision:
             1,
         )  # (K, n, B)
         return jnp.concatenate([r_world, r_self], 0), jnp.concatenate([j_world, j_self], 0)
-
-
-def _norm3(x, y, z):
-    """|(x, y, z)| with a finite gradient at zero."""
-    return jnp.sqrt(x * x + y * y + z * z + 1e-12)
 
 
 def _linearize(
@@ -542,6 +499,7 @@ class TrajectoryOptimizer:
         else:
             vector_targets = np.zeros((t_count, 0, 3))
             vector_weights = np.zeros((t_count, 0))
+        padded = world.padded(WORLD_BUCKETS)
         problem = _Problem(
             objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
@@ -550,7 +508,7 @@ class TrajectoryOptimizer:
             lower=lower.astype(dt),
             upper=upper.astype(dt),
             free=np.asarray(free, dt),
-            world=jax.tree.map(lambda a: np.asarray(a, dt), world.padded(WORLD_BUCKETS)),
+            world=jax.tree.map(lambda a: jnp.asarray(a, dt), padded),  # stays on device
             max_iterations=np.asarray(max_iterations, np.int32),
             vectors=np.asarray(vector_targets, dt).reshape(t_count, len(vectors), 3),
             vector_weights=np.asarray(vector_weights, dt).reshape(t_count, len(vectors)),
@@ -562,7 +520,7 @@ class TrajectoryOptimizer:
         bandwidth = 3 if weights.jerk > 0 else 2
         structure = (
             tuple(_structure(o) for o in objectives),
-            world.padded(WORLD_BUCKETS).counts,
+            padded.counts,
             starts.shape[0],
         )
         program = self._program(structure, t_count, bandwidth)
