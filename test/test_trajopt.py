@@ -214,17 +214,25 @@ def test_waypoints_are_visited(panda):
     assert reached < 1e-3 + 1e-4, reached
 
 
+def _smooth_path(q0: np.ndarray, q1: np.ndarray, t_count: int) -> np.ndarray:
+    """(T, n) from q0 to q1 with a smoothstep profile (rest at both ends)."""
+    s = np.linspace(0, 1, t_count)[:, None]
+    return q0 + (3 * s**2 - 2 * s**3) * (q1 - q0)
+
+
+def _link_positions(joints: np.ndarray, links) -> np.ndarray:
+    """(T, K, 3) reference-FK positions of ``links`` along a joint path."""
+    return np.array([[check.link_pose(q, link)[:3, 3] for link in links] for q in joints])
+
+
 def test_retargeting_follows_a_synthetic_keypoint_path(panda):
     robot, _spheres, planner, _model = panda
     t_count = 40
-    s = np.linspace(0, 1, t_count)[:, None]
     q0 = np.array([0, -0.3, 0, -2.0, 0, 1.8, 0.8, 0.02])
     q1 = np.array([1.0, 0.3, 0.2, -1.5, 0.3, 1.5, 0.2, 0.02])
-    joints = q0 + (3 * s**2 - 2 * s**3) * (q1 - q0)
+    joints = _smooth_path(q0, q1, t_count)
     links = ("panda_link4", "panda_hand")
-    human = (
-        np.array([[check.link_pose(q, link)[:3, 3] for link in links] for q in joints]) / 1.3
-    )  # keypoints of a smaller "demonstrator"
+    human = _link_positions(joints, links) / 1.3  # keypoints of a smaller "demonstrator"
     plan, errors = retarget(planner, links, human, scale=1.3, seed=q0)
     assert plan.path.shape == (t_count, robot.n_joints)
     assert check.within_limits(plan.path)
@@ -333,14 +341,10 @@ def test_retargeting_by_link_to_link_vectors_transfers_the_motion_shape(panda):
     """A demonstrator standing 0.3 m away: absolute keypoints cannot be matched, the
     elbow-to-hand vectors can."""
     _robot, _, planner, _ = panda
-    t_count = 24
-    s = np.linspace(0, 1, t_count)[:, None]
     q0 = np.array([0, -0.3, 0, -2.0, 0, 1.8, 0.8, 0.02])
     q1 = np.array([0.8, 0.2, 0.2, -1.6, 0.3, 1.5, 0.3, 0.02])
-    joints = q0 + (3 * s**2 - 2 * s**3) * (q1 - q0)
     links = ("panda_link4", "panda_hand")
-    shift = np.array([0.3, 0.0, 0.0])
-    keypoints = np.array([[check.link_pose(q, k)[:3, 3] for k in links] for q in joints]) + shift
+    keypoints = _link_positions(_smooth_path(q0, q1, 24), links) + np.array([0.3, 0.0, 0.0])
     plan, _ = retarget(
         planner, links, keypoints, seed=q0, link_weights=np.zeros(2), vector_pairs=[(0, 1)]
     )

@@ -384,17 +384,8 @@ class LoadedModel:
                 position_weight=pw,
                 orientation_weight=ow,
             )
-        if kind == "PLANE":
-            return O.plane(
-                link,
-                local_point,
-                position,
-                axis,
-                reference=reference,
-                position_weight=pw,
-                orientation_weight=ow,
-            )
-        return O.line(
+        on_set = O.plane if kind == "PLANE" else O.line  # same arguments
+        return on_set(
             link,
             local_point,
             position,

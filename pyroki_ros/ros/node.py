@@ -622,7 +622,7 @@ class PyrokiRosNode(Node):
 
     def _sampler_seed(self, model, objectives, seed, request) -> np.ndarray:
         """The best of the sampler's samples when it is closer to the target than ``seed``."""
-        held = getattr(self, "_sampler", None)
+        held = self._sampler
         if held is None or held[0] is not model or len(objectives) != 1:
             return seed
         sampler = held[1]
@@ -948,7 +948,6 @@ class PyrokiRosNode(Node):
                 request,
                 seed,
                 model.fk(seed),
-                self._plan_settings(),
                 self.get_logger().info,
             )
         except RequestError as e:

@@ -278,7 +278,7 @@ def outcome_code(result: PlanResult) -> int:
     return ErrorCode.PLANNING_FAILED
 
 
-def retarget_request(planner: Planner, request, seed: np.ndarray, frames, settings, log):
+def retarget_request(planner: Planner, request, seed: np.ndarray, frames, log):
     """Solves a RetargetMotion request; returns (PlanResult, per-step errors, dt)."""
     model = planner.model
     links = list(request.link_names)
