@@ -163,6 +163,7 @@ class _Layout:
         return self.acc["cost"].stop
 
 
+@functools.cache
 def _answer_columns(n: int, k: int) -> dict[str, slice]:
     """Columns of an answer record (the program's output rows, one per problem): the best or
     converged point q, success, position / orientation error per objective, iterations, cost."""
@@ -665,16 +666,23 @@ class IKSolver:
 
     def _result(self, out: np.ndarray, columns: dict, batch: tuple, seconds: float) -> IKResult:
         """IKResult from answer records (count, width), reshaped to ``batch``."""
-        field = lambda name: out[:, columns[name]]
+        out = np.asarray(out, np.float64)  # one conversion for every field
+        if batch == ():  # a single problem: plain views, no reshapes
+            record = out[0]
+            field = lambda name: record[columns[name]]
+            scalar = lambda name: record[columns[name].start]
+        else:
+            field = lambda name: out[:, columns[name]].reshape(*batch, -1)
+            scalar = lambda name: out[:, columns[name].start].reshape(batch)
         return IKResult(
             # float32 limits can round past the float64 ones: clip on the host in float64.
-            q=self.into_limits(field("q").astype(np.float64)).reshape(*batch, -1),
-            success=field("success").reshape(batch) > 0.5,
-            position_error=field("pos").reshape(*batch, -1),
-            orientation_error=field("rot").reshape(*batch, -1),
-            iterations=field("iterations").astype(np.int64).reshape(batch),
+            q=self.into_limits(field("q")),
+            success=scalar("success") > 0.5,
+            position_error=field("pos"),
+            orientation_error=field("rot"),
+            iterations=scalar("iterations").astype(np.int64),
             solve_seconds=seconds,
-            cost=field("cost").astype(np.float64).reshape(batch),
+            cost=scalar("cost"),
         )
 
 

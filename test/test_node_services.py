@@ -371,6 +371,44 @@ def test_solve_ik_batch_matches_reference(node):
     assert response.solve_time > 0
 
 
+def _packed_row(t: np.ndarray) -> list[float]:
+    """[x, y, z, qx, qy, qz, qw] of a 4x4 transform, via the same independent pose_stamped."""
+    msg = pose_stamped(t).pose
+    o, p = msg.orientation, msg.position
+    return [p.x, p.y, p.z, o.x, o.y, o.z, o.w]
+
+
+def test_solve_ik_batch_packed_matches_reference(node):
+    rng = np.random.default_rng(7)
+    qs = random_q(rng, 20)
+    link2 = fk(STATE)["panda_link2"]  # targets in panda_link2's frame at the seed (STATE)
+    targets = [fk(q)["panda_hand"] for q in qs]
+    request = SolveIKBatch.Request(link="panda_hand", packed_frame_id="panda_link2")
+    request.packed_poses = [v for t in targets for v in _packed_row(np.linalg.inv(link2) @ t)]
+    response = node.call(SolveIKBatch, "solve_ik_batch", request)
+    assert response.error_code.val == ErrorCode.SUCCESS, response.message
+    assert list(response.solutions) == []  # packed in, packed out
+    assert list(response.joint_names) == JOINTS
+    q = np.asarray(response.positions).reshape(len(qs), len(JOINTS))
+    assert len(response.success) == len(qs) and sum(response.success) >= 18, response.message
+    for row, ok, target in zip(q, response.success, targets):
+        assert_within_limits(row)
+        if ok:
+            assert_pose_reached(row, "panda_hand", target)
+
+
+def test_solve_ik_batch_packed_positions_equal_solutions(node):
+    """A PoseStamped request gets both answers; the packed rows are the JointStates."""
+    rng = np.random.default_rng(8)
+    request = SolveIKBatch.Request(
+        link="panda_hand", targets=[pose_stamped(fk(q)["panda_hand"]) for q in random_q(rng, 4)]
+    )
+    response = node.call(SolveIKBatch, "solve_ik_batch", request)
+    assert response.error_code.val == ErrorCode.SUCCESS, response.message
+    packed = np.asarray(response.positions).reshape(4, len(JOINTS))
+    np.testing.assert_array_equal(packed, [q_of(s) for s in response.solutions])
+
+
 def test_solve_ik_batch_position_only_with_local_point(node):
     rng = np.random.default_rng(4)
     local = np.array([0.0, 0.0, 0.1034])  # the TCP, as a point on panda_hand
@@ -549,6 +587,28 @@ BATCH_CASES = {
         _batch(orientation_weight=-1.0),
         ErrorCode.INVALID_REQUEST,
         "orientation_weight",
+    ),
+    "packed: not a multiple of 7": (
+        _batch(targets=[], packed_poses=[0.0] * 13),
+        ErrorCode.INVALID_REQUEST,
+        "multiple of 7",
+    ),
+    "packed: NaN in the second target": (
+        _batch(
+            targets=[], packed_poses=[0.3, 0, 0.5, 0, 0, 0, 1] + [0.3, math.nan, 0.5, 0, 0, 0, 1]
+        ),
+        ErrorCode.INVALID_POSE,
+        "packed_poses[1] position",
+    ),
+    "packed: zero quaternion": (
+        _batch(targets=[], packed_poses=[0.3, 0, 0.5, 0, 0, 0, 0]),
+        ErrorCode.INVALID_POSE,
+        "packed_poses[0] orientation is a zero quaternion",
+    ),
+    "packed: unknown frame": (
+        _batch(targets=[], packed_poses=[0.3, 0, 0.5, 0, 0, 0, 1], packed_frame_id="odom"),
+        ErrorCode.UNKNOWN_FRAME,
+        "odom",
     ),
 }
 

@@ -14,6 +14,7 @@ for a person; the node turns it into ``success = false`` + ``error_code`` + ``me
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -114,18 +115,24 @@ def pose_to_matrix(a) -> np.ndarray:
 # --- messages -> arrays ------------------------------------------------------------------------
 
 
+# Single poses and vectors are checked with plain float math: numpy's reductions (and BLAS,
+# for norms) cost microseconds each on 3-4 numbers, and a request has a dozen of them.
+
+
 def vector(msg: Point | Vector3, what: str) -> np.ndarray:
     """(3,) float64 from a Point / Vector3; INVALID_POSE if not finite."""
-    v = np.array([msg.x, msg.y, msg.z], np.float64)
-    if not np.all(np.isfinite(v)):
-        raise RequestError(ErrorCode.INVALID_POSE, f"{what} contains NaN or infinite values: {v}")
-    return v
+    x, y, z = msg.x, msg.y, msg.z
+    if not all(map(math.isfinite, (x, y, z))):
+        raise RequestError(
+            ErrorCode.INVALID_POSE, f"{what} contains NaN or infinite values: {[x, y, z]}"
+        )
+    return np.array((x, y, z), np.float64)
 
 
 def unit_vector(msg: Vector3, what: str, default: Sequence[float] | None = None) -> np.ndarray:
     """Normalised (3,) vector. A zero vector is ``default`` if given, else INVALID_REQUEST."""
     v = vector(msg, what)
-    norm = float(np.linalg.norm(v))
+    norm = math.sqrt(msg.x * msg.x + msg.y * msg.y + msg.z * msg.z)
     if norm < MIN_NORM:
         if default is not None:
             return np.asarray(default, np.float64)
@@ -135,19 +142,19 @@ def unit_vector(msg: Vector3, what: str, default: Sequence[float] | None = None)
 
 def quaternion_wxyz(msg: Quaternion, what: str) -> np.ndarray:
     """Normalised wxyz (4,) from a ROS (xyzw) quaternion; INVALID_POSE if NaN/inf or ~zero."""
-    xyzw = np.array([msg.x, msg.y, msg.z, msg.w], np.float64)
-    if not np.all(np.isfinite(xyzw)):
+    x, y, z, w = msg.x, msg.y, msg.z, msg.w
+    if not all(map(math.isfinite, (x, y, z, w))):
         raise RequestError(
             ErrorCode.INVALID_POSE, f"{what} orientation contains NaN or infinite values"
         )
-    norm = float(np.linalg.norm(xyzw))
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
     if norm < MIN_NORM:
         raise RequestError(
             ErrorCode.INVALID_POSE,
-            f"{what} orientation is a zero quaternion (x y z w = {xyzw.tolist()}); "
+            f"{what} orientation is a zero quaternion (x y z w = {[x, y, z, w]}); "
             "give a unit quaternion, e.g. w = 1 for no rotation",
         )
-    return xyzw_to_wxyz(xyzw / norm)
+    return np.array((w / norm, x / norm, y / norm, z / norm), np.float64)
 
 
 def pose_to_wxyz_xyz(msg: Pose, what: str, *, orientation: bool = True) -> np.ndarray:
@@ -161,12 +168,63 @@ def pose_to_wxyz_xyz(msg: Pose, what: str, *, orientation: bool = True) -> np.nd
         wxyz = quaternion_wxyz(msg.orientation, what)
     else:
         o = msg.orientation
-        if not np.all(np.isfinite([o.x, o.y, o.z, o.w])):
+        if not all(map(math.isfinite, (o.x, o.y, o.z, o.w))):
             raise RequestError(
                 ErrorCode.INVALID_POSE, f"{what} orientation contains NaN or infinite values"
             )
         wxyz = np.array([1.0, 0.0, 0.0, 0.0])
     return np.concatenate([wxyz, position])
+
+
+def pose_rows(poses: Sequence[Pose]) -> np.ndarray:
+    """(N, 7) rows [x, y, z, qx, qy, qz, qw] (geometry_msgs order) from Pose messages, unchecked
+    (see :func:`pose_rows_to_wxyz_xyz`)."""
+    return np.array(
+        [
+            (
+                p.position.x,
+                p.position.y,
+                p.position.z,
+                p.orientation.x,
+                p.orientation.y,
+                p.orientation.z,
+                p.orientation.w,
+            )
+            for p in poses
+        ],
+        np.float64,
+    ).reshape(-1, 7)
+
+
+def pose_rows_to_wxyz_xyz(rows, what: str, *, orientation: bool = True) -> np.ndarray:
+    """(N, 7) wxyz_xyz from rows [x, y, z, qx, qy, qz, qw], checked and normalised as
+    :func:`pose_to_wxyz_xyz` does one pose, in a few array operations. Errors name the first
+    bad row as ``what[i]``."""
+    rows = np.asarray(rows, np.float64).reshape(-1, 7)
+    finite = np.isfinite(rows)
+    for columns, part in ((slice(0, 3), "position"), (slice(3, 7), "orientation")):
+        bad = np.flatnonzero(~finite[:, columns].all(axis=1))
+        if len(bad):
+            raise RequestError(
+                ErrorCode.INVALID_POSE,
+                f"{what}[{bad[0]}] {part} contains NaN or infinite values "
+                f"({len(bad)} target(s) affected)",
+            )
+    out = np.empty_like(rows)
+    out[:, 4:] = rows[:, :3]
+    if not orientation:
+        out[:, :4] = (1.0, 0.0, 0.0, 0.0)
+        return out
+    norm = np.sqrt(np.sum(rows[:, 3:] ** 2, axis=1))
+    bad = np.flatnonzero(norm < MIN_NORM)
+    if len(bad):
+        raise RequestError(
+            ErrorCode.INVALID_POSE,
+            f"{what}[{bad[0]}] orientation is a zero quaternion; give a unit quaternion, e.g. "
+            "w = 1 for no rotation",
+        )
+    out[:, :4] = xyzw_to_wxyz(rows[:, 3:] / norm[:, None])
+    return out
 
 
 def duration_seconds(msg: Duration) -> float:

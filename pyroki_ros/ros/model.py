@@ -122,6 +122,19 @@ def objective_structure(objective: O.Objective) -> tuple:
     return (objective.kind, objective.link, objective.reference, objective.align_axis)
 
 
+class SeedFrames:
+    """``frames[i]``: link i's pose (7,) wxyz_xyz at a configuration; FK runs at the first
+    lookup, so a request whose targets are all in the root frame pays none."""
+
+    def __init__(self, model: LoadedModel, q: np.ndarray):
+        self._model, self._q, self._poses = model, q, None
+
+    def __getitem__(self, index):
+        if self._poses is None:
+            self._poses = self._model.fk(self._q)
+        return self._poses[index]
+
+
 class LoadedModel:
     """One robot model and everything the node needs to answer requests for it."""
 
@@ -235,6 +248,10 @@ class LoadedModel:
         q = np.asarray(q, np.dtype(self.robot.dtype))
         return np.asarray(self._fk(self.robot, q).wxyz_xyz, np.float64)
 
+    def frames_at(self, q) -> SeedFrames:
+        """Link poses at ``q``, computed on first use (most targets are in the base frame)."""
+        return SeedFrames(self, q)
+
     def seed(
         self,
         state,
@@ -300,7 +317,8 @@ class LoadedModel:
     ) -> O.Objective:
         """A core objective (in the root frame, or relative) from an IKObjective message.
 
-        ``frames``: FK at the seed, (n_links, 7), to place targets given in a link's frame.
+        ``frames``: link poses at the seed (an (n_links, 7) array or :class:`SeedFrames`), to
+        place targets given in a link's frame.
         """
         kind = OBJECTIVE_TYPES.get(msg.type)
         if kind is None:

@@ -34,6 +34,7 @@ their start.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import math
 import os
@@ -57,7 +58,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Header, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from pyroki_ros.msg import ErrorCode, IKObjective, MultiLinkGoal
@@ -70,7 +71,8 @@ from .conversions import (
     joint_state_positions,
     pose_compose,
     pose_inverse,
-    pose_to_wxyz_xyz,
+    pose_rows,
+    pose_rows_to_wxyz_xyz,
     seconds_to_duration,
     wxyz_xyz_to_pose,
 )
@@ -702,7 +704,7 @@ class PyrokiRosNode(Node):
                 raise RequestError(
                     ErrorCode.INVALID_REQUEST, "no objectives: give at least one IKObjective"
                 )
-            frames = model.fk(seed)
+            frames = model.frames_at(seed)
             objectives = [
                 model.objective(o, f"objectives[{i}]", frames)
                 for i, o in enumerate(request.objectives)
@@ -764,10 +766,7 @@ class PyrokiRosNode(Node):
             if not request.link:
                 raise RequestError(ErrorCode.INVALID_REQUEST, "link is empty (required)")
             model.check_link(request.link, "link")
-            if not request.targets:
-                raise RequestError(ErrorCode.INVALID_REQUEST, "no targets: nothing to solve")
             seed = model.seed(request.seed, self._latest_joint_positions(), "seed")
-            frames = model.fk(seed)
             weight = float(request.orientation_weight)
             if not math.isfinite(weight) or weight < 0:
                 raise RequestError(
@@ -775,11 +774,7 @@ class PyrokiRosNode(Node):
                     f"orientation_weight must be finite and >= 0, got {weight}",
                 )
             position_only = weight == 0
-            targets = np.empty((len(request.targets), 7))
-            for i, target in enumerate(request.targets):
-                pose = pose_to_wxyz_xyz(target.pose, f"targets[{i}]", orientation=not position_only)
-                index = model.frame_index(target.header.frame_id, f"targets[{i}]")
-                targets[i] = pose if index == 0 else pose_compose(frames[index], pose)
+            targets = _batch_targets(model, request, seed, orientation=not position_only)
             objective = _batch_objective(model, request, targets, position_only, weight)
             active = model.active_joints(request.active_joints, [objective])
             tolerances = model.tolerances(
@@ -798,13 +793,16 @@ class PyrokiRosNode(Node):
             return self._refuse(response, e, "solve_ik_batch")
         except Exception as e:  # noqa: BLE001
             return self._failure(response, e, "solve_ik_batch")
-        stamp = self.get_clock().now().to_msg()
         names = list(model.joint_names)
-        response.solutions = [
-            JointState(name=names, position=q.tolist()) for q in np.asarray(result.q, np.float64)
-        ]
-        for solution in response.solutions:
-            solution.header.stamp = stamp
+        q = np.ascontiguousarray(result.q, np.float64)
+        response.joint_names = names
+        response.positions = array.array("d", q.tobytes())
+        if request.targets:  # packed requests get packed answers only
+            stamp = self.get_clock().now().to_msg()
+            response.solutions = [
+                JointState(header=Header(stamp=stamp), name=names, position=array.array("d", row))
+                for row in q
+            ]
         response.success = result.success.tolist()
         response.position_errors = result.position_error[:, 0].astype(float).tolist()
         response.orientation_errors = result.orientation_error[:, 0].astype(float).tolist()
@@ -1042,7 +1040,7 @@ class PyrokiRosNode(Node):
             objectives = cached[2]
         else:
             try:
-                objectives = self._goal_objectives(model, goal, model.fk(start))
+                objectives = self._goal_objectives(model, goal, model.frames_at(start))
             except RequestError as e:
                 self.get_logger().warning(f"teleop goal dropped: {e.message}")
                 self._finish_goal(seq)
@@ -1103,6 +1101,45 @@ class PyrokiRosNode(Node):
         return super().destroy_node()
 
 
+def _batch_targets(model, request, seed: np.ndarray, *, orientation: bool) -> np.ndarray:
+    """(N, 7) wxyz_xyz targets in the root frame from a SolveIKBatch request: its PoseStamped
+    ``targets``, else its ``packed_poses``; targets in a link's frame are placed with FK at the
+    seed (once per distinct frame)."""
+    if request.targets:
+        rows = pose_rows([t.pose for t in request.targets])
+        frame_ids = [t.header.frame_id for t in request.targets]
+        what = "targets"
+    else:
+        flat = np.frombuffer(request.packed_poses, np.float64)
+        if flat.size == 0:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST, "no targets: give targets or packed_poses"
+            )
+        if flat.size % 7:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"packed_poses holds {flat.size} numbers, not a multiple of 7 "
+                "([x, y, z, qx, qy, qz, qw] per target)",
+            )
+        rows = flat.reshape(-1, 7)
+        frame_ids = None
+        what = "packed_poses"
+    targets = pose_rows_to_wxyz_xyz(rows, what, orientation=orientation)
+    if frame_ids is None:
+        groups = {request.packed_frame_id: slice(None)}
+    else:
+        groups = {}
+        for i, frame in enumerate(frame_ids):
+            groups.setdefault(frame, []).append(i)
+    frames = model.frames_at(seed)
+    for frame, rows_in_frame in groups.items():
+        first = 0 if isinstance(rows_in_frame, slice) else rows_in_frame[0]
+        index = model.frame_index(frame, f"{what}[{first}]")
+        if index != 0:
+            targets[rows_in_frame] = pose_compose(frames[index], targets[rows_in_frame])
+    return targets
+
+
 def _batch_objective(model, request, targets, position_only, weight):
     from pyroki_ros import objectives as O
 
@@ -1145,7 +1182,17 @@ def main(args: list[str] | None = None) -> int:
     node = None
     try:
         node = PyrokiRosNode()
-        executor = MultiThreadedExecutor(num_threads=6)
+        kind = os.environ.get("PYROKI_EXECUTOR", "mt")
+        if kind == "st":
+            from rclpy.executors import SingleThreadedExecutor
+
+            executor = SingleThreadedExecutor()
+        elif kind == "ev":
+            from rclpy.experimental.events_executor import EventsExecutor
+
+            executor = EventsExecutor()
+        else:
+            executor = MultiThreadedExecutor(num_threads=int(kind[2:] or 6))
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
