@@ -35,6 +35,9 @@ class Linearization:
         subdiagonal: (T - 1, n, n) blocks (t + 1, t) of J^T J (terms on two neighbours).
         coupling: (T, T) symmetric banded S of the quadratic term (see the module docstring).
         coupling_weights: (n,) per-variable weights w of the quadratic term.
+        satisfied: () bool, the caller's own test that ``x`` is good enough (for a planner:
+            goals met and clear of obstacles); with ``satisfied_tolerance`` the solve then
+            stops at a looser relative decrease.
     """
 
     cost: jax.Array
@@ -43,6 +46,7 @@ class Linearization:
     subdiagonal: jax.Array
     coupling: jax.Array
     coupling_weights: jax.Array
+    satisfied: jax.Array = dataclasses.field(default_factory=lambda: jnp.asarray(False))
 
 
 @jax.tree_util.register_dataclass
@@ -171,6 +175,7 @@ def solve_chain(
     max_iterations: int | jax.Array = 100,
     relative_tolerance: float | jax.Array = 1e-6,
     cost_tolerance: float | jax.Array = 0.0,
+    satisfied_tolerance: float | jax.Array = 0.0,
     initial_damping: float = 1e-3,
 ) -> ChainResult:
     """Projected Levenberg-Marquardt on a chain problem (call inside jit; vmap over problems).
@@ -186,6 +191,8 @@ def solve_chain(
         relative_tolerance: stop when an accepted step lowers the cost by less than this
             fraction.
         cost_tolerance: stop when the cost falls below this.
+        satisfied_tolerance: stop when an accepted step at which the linearisation reports
+            ``satisfied`` lowers the cost by less than this fraction (0: never early).
         initial_damping: the starting Marquardt damping.
 
     Returns:
@@ -228,7 +235,8 @@ def solve_chain(
         cost_c = _total_cost(lin_c, candidate)
         better = first | (jnp.isfinite(cost_c) & (cost_c < s["cost"]))
         decrease = (s["cost"] - cost_c) / jnp.maximum(s["cost"], 1e-30)
-        converged = (better & ~first & (decrease < relative_tolerance)) | (
+        small = jnp.where(lin_c.satisfied, satisfied_tolerance, 0.0)
+        converged = (better & ~first & (decrease < jnp.maximum(relative_tolerance, small))) | (
             jnp.where(better, cost_c, s["cost"]) <= cost_tolerance
         )
         pick = lambda new, old: jnp.where(better, new, old)

@@ -95,6 +95,7 @@ class _Problem:
     free: jax.Array  # (T, n)
     world: col.World
     max_iterations: jax.Array  # ()
+    tolerances: jax.Array  # (3,) position m, orientation rad, early-stop relative decrease
     vectors: jax.Array  # (T, V, 3) link-to-link vector targets (retargeting), root frame
     vector_weights: jax.Array  # (T, V)
     vector_links: tuple[tuple[int, int], ...] = dataclasses.field(
@@ -107,8 +108,43 @@ def _sample_fractions(count: int) -> np.ndarray:
     return (np.arange(1, count + 1) / (count + 1)).astype(np.float32)
 
 
-SELF_ROWS = 16  # self-collision residual rows per configuration: its closest sphere pairs
-WORLD_BUCKETS = (4, 8, 16, 32, 64)  # obstacles per kind are padded up to these: few programs
+# Plans stop once usable and a step gains less than this fraction of the cost (see
+# TrajectoryOptimizer.optimize): most plans are usable after 5-10 of their 30-60 iterations.
+EARLY_STOP = 1e-2
+
+# Obstacles per kind are padded up to these counts (few programs, little padding: every
+# padded slot costs a distance per sphere and configuration in the inner loop).
+WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+SELF_GROUP = 16  # sphere pairs per self-collision row (a link pair's pairs, in chunks)
+
+
+def self_pair_groups(
+    pairs: np.ndarray, link_indices: tuple[int, ...], width: int = SELF_GROUP
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The self pairs grouped by link pair, each group split into chunks of at most
+    ``width``, as padded tables (G, width): first and second sphere index, and 1 where a slot
+    is padding. Each group gives one residual row per configuration, its nearest pair: the
+    signed distance between two links' sphere sets. (A row per pair is 752 rows for the
+    Panda; a per-configuration sort of all pairs cost more than the rest of the iteration.)"""
+    by_links: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i, j in np.asarray(pairs, int).reshape(-1, 2):
+        key = tuple(sorted((link_indices[i], link_indices[j])))
+        by_links.setdefault(key, []).append((int(i), int(j)))
+    groups = [
+        chunk[start : start + width]
+        for chunk in by_links.values()
+        for start in range(0, len(chunk), width)
+    ]
+    first = np.zeros((len(groups), width), int)
+    second = np.zeros((len(groups), width), int)
+    pad = np.ones((len(groups), width))
+    for g, members in enumerate(groups):
+        first[g, : len(members)] = [i for i, _ in members]
+        second[g, : len(members)] = [j for _, j in members]
+        pad[g, : len(members)] = 0.0
+    return first, second, pad
 
 
 class _Collision:
@@ -127,6 +163,19 @@ class _Collision:
             on_path[s, list(robot.ancestors(int(link)))] = True
         self._on_path = on_path  # (S, n_links)
         self._links = links
+        self._first, self._second, self._pad = self_pair_groups(
+            spheres.self_pairs, spheres.link_indices
+        )
+        # The links that joints move (revolute, prismatic, mimic), and per sphere which of
+        # them move it, packed 31 to an int32 word: the sphere a row picks is then described
+        # by its centre and a few integers instead of its whole Jacobian.
+        self._moving = [int(link) for link in range(robot.n_links) if robot.q_index[link] >= 0]
+        words = []
+        for w in range(0, len(self._moving), 31):
+            chunk = self._moving[w : w + 31]
+            words.append((on_path[:, chunk] * (1 << np.arange(len(chunk)))).sum(1).astype(np.int32))
+        self._link_bits = words  # per word (S,)
+        self._has_pairs = spheres.self_pairs.shape[0] > 0
 
     def centers_t(self, frames) -> tuple[jax.Array, ...]:
         """Sphere centres, three (S, B) arrays."""
@@ -169,72 +218,103 @@ class _Collision:
             columns.append(total)
         return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
 
-    def nearest_obstacle_t(self, centers, world: col.World) -> jax.Array:
-        """Signed distance from each sphere to its nearest obstacle, (S, B), computed with the
-        obstacles laid out (S, N, B) component-wise so that everything fuses."""
+    def nearest_obstacle_t(self, centers, world: col.World):
+        """Per sphere the signed distance to its nearest obstacle (S, B) and its gradient
+        with respect to the centre (three (S, B)); inf and zeros without obstacles."""
         if world.n_obstacles == 0:
-            return jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
-        d = col.obstacle_distances_t(tuple(c[:, None, :] for c in centers), world, axis=1)
-        return jnp.min(d, axis=1) - self.spheres.radii[:, None]
+            inf = jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
+            return inf, tuple(jnp.zeros_like(c) for c in centers)
+        d, grad = col.nearest_obstacle_t(centers, world)
+        return d - self.spheres.radii[:, None], grad
+
+    def nearest_pairs_t(self, centers):
+        """Per self-collision group (:func:`self_pair_groups`) its nearest sphere pair:
+        signed distance (G, B), both centres (two triples of (G, B)) and the link bits of
+        both spheres (two tuples of (G, B) int32 words)."""
+        radii = np.asarray(self.spheres.radii, np.float64)
+        first, second = self._first, self._second  # (G, K)
+        # Padded slots sit 1e6 m further away: they never win.
+        reach = radii[first] + radii[second] - 1e6 * self._pad  # (G, K)
+        gap = k.materialize(tuple(c[first] - c[second] for c in centers))  # (G, K, B)
+        (d_all,) = k.materialize(
+            (col.safe_norm3(*gap) - jnp.asarray(reach[:, :, None], centers[0].dtype),)
+        )
+        d = jnp.min(d_all, axis=1)
+        # One-hot of the nearest slot and reductions instead of gathers (gathers with
+        # computed indices fuse badly on a CPU).
+        slot = jnp.argmin(d_all, axis=1)
+        pick = jnp.arange(first.shape[1])[None, :, None] == slot[:, None, :]
+        chosen = lambda values: jnp.sum(jnp.where(pick, values, 0), axis=1)  # (G, K, B)
+        ends = []
+        for index in (first, second):
+            points = tuple(chosen(c[index]) for c in centers)
+            bits = tuple(chosen(word[index][:, :, None]) for word in self._link_bits)
+            ends.append((points, bits))
+        return d, ends
+
+    def _point_rates(self, frames, point, unit, bits) -> list[jax.Array]:
+        """u . d point / d q_j for every joint j, (S, B) each: the point moves with the
+        links flagged in ``bits`` (words of :attr:`_link_bits`)."""
+        robot = self.robot
+        quat, pos = frames
+        axes = np.asarray(robot.axes)
+        rates = [jnp.zeros_like(unit[0]) for _ in range(robot.n_joints)]
+        for m, link in enumerate(self._moving):
+            flag = ((bits[m // 31] >> (m % 31)) & 1).astype(unit[0].dtype)
+            lq = tuple(c[link] for c in quat)
+            axis = k.rotate(lq, tuple(jnp.asarray(axes[link, i], unit[0].dtype) for i in range(3)))
+            if robot.joint_type[link] == k.REVOLUTE:
+                lever = tuple(p - o[link] for p, o in zip(point, pos))
+                move = k.cross(axis, lever)
+            else:
+                move = axis
+            j = int(robot.q_index[link])
+            rates[j] = rates[j] + robot.multipliers[link] * flag * sum(
+                u * x for u, x in zip(unit, move)
+            )
+        return rates
 
     def distances_t(self, centers, world: col.World) -> tuple[jax.Array, jax.Array]:
         """Per sphere its smallest obstacle distance (S, B), per self pair (P, B)."""
-        world_d = self.nearest_obstacle_t(centers, world)
+        world_d = self.nearest_obstacle_t(centers, world)[0]
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
         radii = self.spheres.radii[:, None]
         return world_d, col.safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
 
     def rows_t(self, q_t: jax.Array, world: col.World, margin, w_world, w_self):
-        """Hinge residuals max(0, margin - distance), weighted: one row per sphere (its
-        nearest obstacle) and one per close self pair, (R, B), and their Jacobian (R, n, B)."""
+        """Hinge residuals max(0, margin - distance), weighted: one row per sphere for its
+        nearest obstacle and one per link-pair group for its nearest sphere pair, (R, B), their
+        Jacobian (R, n, B), and each configuration's smallest clearance (B,)."""
         frames = k.frames_t(self.robot, q_t)
         centers = self.centers_t(frames)
         jac = self.center_jacobian_t(frames, centers)  # [xyz][joint] (S, B)
         n = len(jac[0])
+        flat = k.materialize(tuple(x for row in jac for x in row))
+        jac = tuple(flat[i * n : (i + 1) * n] for i in range(3))
 
-        world_d, pull = jax.vjp(lambda *c: self.nearest_obstacle_t(c, world), *centers)
-        grad = pull(jnp.ones_like(world_d))  # per component (S, B): each row sees its sphere
+        world_d, grad = self.nearest_obstacle_t(centers, world)
         active = (world_d < margin) * -jnp.sqrt(w_world)
         r_world = jnp.sqrt(w_world) * jax.nn.relu(margin - world_d)
         j_world = jnp.stack(
             [active * sum(g * jac[i][j] for i, g in enumerate(grad)) for j in range(n)], 1
         )  # (S, n, B)
-        pairs = np.asarray(self.spheres.self_pairs)
-        if pairs.shape[0] == 0:
-            return r_world, j_world
-        # Self collision: only the closest pairs of each configuration get a residual row.
-        radii = self.spheres.radii[:, None]
-        gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)  # (P, B)
-        d_all = col.safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
-        count = min(SELF_ROWS, pairs.shape[0])
-        _, worst = jax.lax.top_k(-d_all.T, count)  # (B, K)
-        worst = worst.T  # (K, B)
-        first = jnp.asarray(pairs[:, 0])[worst]
-        second = jnp.asarray(pairs[:, 1])[worst]
-        pick = lambda x, index: jnp.take_along_axis(x, index, axis=0)  # (S, B) -> (K, B)
-        gap = tuple(pick(c, first) - pick(c, second) for c in centers)
-        length = col.safe_norm3(*gap)
-        self_d = (
-            length
-            - pick(jnp.broadcast_to(radii, centers[0].shape), first)
-            - pick(jnp.broadcast_to(radii, centers[0].shape), second)
-        )
-        unit = tuple(g / jnp.maximum(length, 1e-9) for g in gap)
+        if not self._has_pairs:
+            return r_world, j_world, jnp.min(world_d, 0)
+        self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers)
+        unit = col.unit3(tuple(a - b for a, b in zip(c_a, c_b)))
         active = (self_d < margin) * -jnp.sqrt(w_self)
         r_self = jnp.sqrt(w_self) * jax.nn.relu(margin - self_d)
-        j_self = jnp.stack(
-            [
-                active
-                * sum(
-                    u * (pick(jac[i][j], first) - pick(jac[i][j], second))
-                    for i, u in enumerate(unit)
-                )
-                for j in range(n)
-            ],
-            1,
-        )  # (K, n, B)
-        return jnp.concatenate([r_world, r_self], 0), jnp.concatenate([j_world, j_self], 0)
+        # d distance / d q_j = u . (d c_a / d q_j - d c_b / d q_j).
+        rate_a = self._point_rates(frames, c_a, unit, bits_a)
+        rate_b = self._point_rates(frames, c_b, unit, bits_b)
+        j_self = jnp.stack([active * (a - b) for a, b in zip(rate_a, rate_b)], 1)  # (G, n, B)
+        clearance = jnp.minimum(jnp.min(world_d, 0), jnp.min(self_d, 0))
+        return (
+            jnp.concatenate([r_world, r_self], 0),
+            jnp.concatenate([j_world, j_self], 0),
+            clearance,
+        )
 
 
 def _linearize(
@@ -246,9 +326,15 @@ def _linearize(
     diagonal = jnp.zeros((t_count, n, n), x.dtype)
     gradient = jnp.zeros((t_count, n), x.dtype)
     cost = jnp.zeros((), x.dtype)
+    # Good enough to stop early: goals within 70 % of their tolerances (float32 headroom for
+    # the float64 check), every knot and midpoint at least half the margin clear.
+    satisfied = jnp.asarray(True)
     if p.objectives:
         moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
-        r, jac, _, _ = obj.evaluate_t(robot, x.T, moved)  # (m, T), (m, n, T)
+        r, jac, pos_t, rot_t = obj.evaluate_t(robot, x.T, moved)  # (m, T), (m, n, T), (k, T)
+        weighted = jnp.stack([jnp.any(o.weights > 0, 0) for o in moved])  # (k, T)
+        near = (pos_t <= 0.7 * p.tolerances[0]) & (rot_t <= 0.7 * p.tolerances[1])
+        satisfied = jnp.all(near | ~weighted)
         scale = jnp.sqrt(w[0])
         r, jac = scale * r, scale * jac
         diagonal = jnp.einsum("mit,mjt->tij", jac, jac)
@@ -263,7 +349,8 @@ def _linearize(
     subdiagonal = jnp.zeros((t_count - 1, n, n), x.dtype)
     if collide.spheres is not None:
         configs = jnp.concatenate([x, 0.5 * (x[1:] + x[:-1])], 0)  # knots, then midpoints
-        rc, jc = collide.rows_t(configs.T, p.world, p.margin, w[5], w[6])  # (R, 2T-1)
+        rc, jc, clearance = collide.rows_t(configs.T, p.world, p.margin, w[5], w[6])  # (R, 2T-1)
+        satisfied = satisfied & jnp.all(clearance >= 0.5 * p.margin)
         r_knot, j_knot = rc[:, :t_count], jc[:, :, :t_count]
         r_mid, j_mid = rc[:, t_count:], jc[:, :, t_count:]
         diagonal = diagonal + jnp.einsum("rit,rjt->tij", j_knot, j_knot)
@@ -310,6 +397,7 @@ def _linearize(
         subdiagonal=subdiagonal,
         coupling=coupling,
         coupling_weights=jnp.ones((n,), x.dtype),
+        satisfied=satisfied,
     )
 
 
@@ -354,6 +442,7 @@ def _solve_starts(robot, collide, smoothing, bandwidth, samples, p: _Problem, st
             bandwidth=bandwidth,
             max_iterations=q.max_iterations,
             relative_tolerance=1e-5,
+            satisfied_tolerance=q.tolerances[2],
         )
         pos, rot, min_world, min_self = _report(robot, collide, q, result.x, samples)
         return result.x, result.cost, result.iterations, pos, rot, min_world, min_self
@@ -388,6 +477,8 @@ class TrajectoryOptimizer:
         self.dense_samples = dense_samples
         self._collide = _Collision(robot, spheres)
         self._programs: dict = {}
+        self._world_cache: tuple[col.World, col.World] | None = None
+        self._empty_world = col.World.empty()
         self._lock = threading.Lock()
         self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
         self._dtype = np.dtype(robot.dtype)
@@ -418,6 +509,18 @@ class TrajectoryOptimizer:
                     program = self._programs[key] = jax.jit(fn)
         return program
 
+    def _padded_world(self, world: col.World) -> col.World:
+        """The world padded to its bucket, on the device in the robot's dtype. Kept for the
+        last world seen: a plan calls :meth:`optimize` several times with one world, and
+        padding costs ~30 small eager operations (~9 ms here)."""
+        cached = self._world_cache
+        if cached is not None and cached[0] is world:
+            return cached[1]
+        dt = self._dtype
+        padded = jax.tree.map(lambda a: jnp.asarray(a, dt), world.padded(WORLD_BUCKETS))
+        self._world_cache = (world, padded)
+        return padded
+
     # -- planning ----------------------------------------------------------------------------
 
     def optimize(
@@ -435,6 +538,7 @@ class TrajectoryOptimizer:
         orientation_tolerance: float = math.radians(1.0),
         clearance_tolerance: float = 0.0,
         each: bool = False,
+        early_stop: float = 0.0,
         vectors: tuple[tuple[str, str], ...] = (),
         vector_targets: np.ndarray | None = None,
         vector_weights: np.ndarray | None = None,
@@ -450,7 +554,10 @@ class TrajectoryOptimizer:
         (from, to) link pairs whose difference p_to - p_from should follow ``vector_targets``
         (T, V, 3) (root frame, m) with ``vector_weights`` (T, V) (retargeting by link-to-link
         vectors). ``manipulability_link``: with ``weights.manipulability`` > 0, a cost on the
-        inverse manipulability of this link keeps the path away from singularities. The best
+        inverse manipulability of this link keeps the path away from singularities.
+        ``early_stop`` > 0: once every goal is within 70 % of its tolerance and every knot and
+        segment midpoint is at least half the margin clear, stop as soon as a step lowers the
+        cost by less than this fraction (a usable path, not the smoothest one). The best
         start is the successful one of least cost, else the one closest to success.
         """
         clock = time.perf_counter()
@@ -475,7 +582,7 @@ class TrajectoryOptimizer:
             free = np.ones((t_count, robot.n_joints))
             free[0] = 0.0
         if world is None:
-            world = col.World.empty()
+            world = self._empty_world
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin must be finite and >= 0, got {margin}")
         rest = (self._lower + self._upper) / 2 if rest is None else np.asarray(rest, np.float64)
@@ -499,7 +606,7 @@ class TrajectoryOptimizer:
         else:
             vector_targets = np.zeros((t_count, 0, 3))
             vector_weights = np.zeros((t_count, 0))
-        padded = world.padded(WORLD_BUCKETS)
+        padded = self._padded_world(world)
         problem = _Problem(
             objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
@@ -508,8 +615,9 @@ class TrajectoryOptimizer:
             lower=lower.astype(dt),
             upper=upper.astype(dt),
             free=np.asarray(free, dt),
-            world=jax.tree.map(lambda a: jnp.asarray(a, dt), padded),  # stays on device
+            world=padded,
             max_iterations=np.asarray(max_iterations, np.int32),
+            tolerances=np.asarray([position_tolerance, orientation_tolerance, early_stop], dt),
             vectors=np.asarray(vector_targets, dt).reshape(t_count, len(vectors), 3),
             vector_weights=np.asarray(vector_weights, dt).reshape(t_count, len(vectors)),
             vector_links=tuple((robot.link_index(a), robot.link_index(b)) for a, b in vectors),
@@ -673,6 +781,7 @@ class TrajectoryOptimizer:
         if joint_goal:
             free[-1] = 0.0
         weights = options.pop("weights", Weights())
+        options.setdefault("early_stop", EARLY_STOP)
         solve = functools.partial(
             self.optimize, objectives=per_knot, world=world, weights=weights, **options
         )
@@ -759,6 +868,7 @@ class TrajectoryOptimizer:
             free[-1] = 0.0
         knots = np.linspace(0.0, 1.0, t_count)[None, :, None]
         paths = starts[:, None] + knots * (goal_q - starts)[:, None]
+        options.setdefault("early_stop", EARLY_STOP)
         results = self.optimize(paths, objectives, world=world, free=free, each=True, **options)
         seconds = time.perf_counter() - clock
         return [dataclasses.replace(r, solve_seconds=seconds) for r in results]

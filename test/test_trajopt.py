@@ -143,6 +143,68 @@ def test_chain_solver_reaches_the_linear_least_squares_optimum():
     assert bool(result.converged)
 
 
+# --- collision residuals ---------------------------------------------------------------------
+
+
+def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobians():
+    """The planner's collision residuals at random configurations: per sphere the hinge of
+    its nearest obstacle's distance, per self group (link pair) the hinge of its nearest
+    sphere pair's, both from the numpy reference (reference FK); the Jacobian against central
+    differences of those reference hinges."""
+    import collision_reference as ref
+
+    from pyroki_ros.trajopt import WORLD_BUCKETS, _Collision, self_pair_groups
+
+    rng = np.random.default_rng(12)
+    world = scenes.random_obstacles(rng, 10)
+    obstacles = _obstacles_kwargs(world)
+    margin = 0.3  # wide: many rows active
+    with jax.enable_x64(True):
+        robot = Robot.from_urdf(urdf_path("panda"), dtype=jnp.float64)
+        spheres = RobotSpheres.embedded("panda", robot)
+        padded = World.create(**obstacles, dtype=jnp.float64).padded(WORLD_BUCKETS)
+        collide = _Collision(robot, spheres)
+        rows = jax.jit(lambda q_t: collide.rows_t(q_t, padded, margin, 1.0, 1.0))
+        qs = np.asarray(robot.random_configurations(jax.random.PRNGKey(5), (4,)), np.float64)
+        r, jac, clearance = (np.asarray(a) for a in rows(jnp.asarray(qs.T)))
+        h = 1e-6
+        bumped = [
+            (
+                np.asarray(rows(jnp.asarray((qs + h * e).T))[0]),
+                np.asarray(rows(jnp.asarray((qs - h * e).T))[0]),
+            )
+            for e in np.eye(robot.n_joints)
+        ]
+
+    model = check.SphereModel(spheres)
+    first, second, pad = self_pair_groups(spheres.self_pairs, spheres.link_indices)
+    grouped = [(i, j) for i, j, p in zip(first.ravel(), second.ravel(), pad.ravel()) if p == 0]
+    assert sorted(grouped) == sorted(map(tuple, model.pairs))  # every pair exactly once
+
+    def reference(q):
+        c = ref.sphere_centers(model.urdf, model.links, model.centers, q)
+        d_world = ref.world_distances(c, model.radii, obstacles).min(axis=1)
+        gaps = np.linalg.norm(c[first] - c[second], axis=-1) - model.radii[first]
+        d_self = np.where(pad > 0, np.inf, gaps - model.radii[second]).min(axis=1)
+        d = np.concatenate([d_world, d_self])
+        return np.maximum(margin - d, 0.0), d.min()
+
+    for b, q in enumerate(qs):
+        expected, smallest = reference(q)
+        assert (expected > 0).sum() > 20
+        np.testing.assert_allclose(r[:, b], expected, atol=1e-9)
+        assert np.isclose(clearance[b], smallest, atol=1e-9)
+        fd = np.stack(
+            [(reference(q + h * e)[0] - reference(q - h * e)[0]) / (2 * h) for e in np.eye(len(q))],
+            axis=1,
+        )
+        smooth = expected > 1e-4  # away from the hinge's kink
+        np.testing.assert_allclose(jac[smooth, :, b], fd[smooth], atol=1e-5)
+        # The program's own differences agree too (same rows, same kinks).
+        own = np.stack([(p[:, b] - m[:, b]) / (2 * h) for p, m in bumped], axis=1)
+        np.testing.assert_allclose(jac[smooth, :, b], own[smooth], atol=1e-5)
+
+
 # --- planning -------------------------------------------------------------------------------
 
 
