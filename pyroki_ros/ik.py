@@ -178,6 +178,121 @@ def _slices(**sizes: int) -> dict[str, slice]:
     return out
 
 
+def _restart_point(restart, seed, lower, upper, steps):
+    """Start of attempt ``restart`` (lanes,): the seed for 0, later a quasi-random point in the
+    box, the same sequence for every problem (an answer does not depend on batch position)."""
+    u = jnp.mod(0.5 + restart[None, :] * steps, 1.0)
+    return jnp.where(restart[None, :] == 0, seed, lower + u * (upper - lower))
+
+
+def _accept(robot, objectives, q, settings, layout: _Layout, acc, best, lam):
+    """Evaluates ``q`` (n, lanes) and applies the LM acceptance: a lower cost replaces the
+    accepted record and relaxes the damping, a higher one stiffens it; the best record is kept.
+
+    Returns the accepted record, best record, damping and ``done`` (lanes,): converged at a
+    freshly accepted point."""
+    n, m = layout.n, layout.m
+    cost_row = layout.acc["cost"].start
+    residual, jacobian, pos_err, rot_err, cost, converged = _evaluate(
+        robot, objectives, q, settings
+    )
+    record = jnp.concatenate(
+        [q, residual, jacobian.reshape(m * n, q.shape[1]), pos_err, rot_err, cost[None]]
+    )
+    better = cost < acc[cost_row]
+    acc = jnp.where(better[None], record, acc)
+    lam = jnp.where(better, jnp.maximum(lam * _DAMPING_DOWN, 1e-7), lam * _DAMPING_UP)
+    best = jnp.where((acc[cost_row] < best[cost_row])[None], acc, best)
+    return acc, best, lam, better & converged
+
+
+def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
+    """The damped Gauss-Newton step from the accepted record, joints on a limit that the step
+    would push through frozen, put back into the box: the next q (n, lanes)."""
+    n, m = layout.n, layout.m
+    acc_q = acc[layout.acc["q"]]
+    residual = acc[layout.acc["residual"]]  # (m, lanes)
+    jacobian = acc[layout.acc["jacobian"]].reshape(m, n, -1)
+    active = settings.active[:, None]
+    # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
+    gradient = jnp.sum(jacobian * residual[:, None], axis=0)  # (n, lanes)
+    on_lower = (acc_q <= lower) & (gradient > 0)
+    on_upper = (acc_q >= upper) & (gradient < 0)
+    free = (active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(acc.dtype)
+    jf = jacobian * free[None]
+    hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
+    # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
+    gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
+    diagonal = lam[None] + (1.0 - free) + settings.rest_weight
+    eye = jnp.eye(n, dtype=acc.dtype)[:, :, None]
+    step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
+    step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
+    return _into_bounds(acc_q + step, lower, upper, wraps)
+
+
+def _answer(layout: _Layout, acc, best, done, iterations):
+    """Answer records (out width, lanes): the converged point, else the best over restarts."""
+    answer = jnp.where(done[None], acc, best)
+    return jnp.concatenate(
+        [
+            answer[layout.acc["q"]],
+            done[None].astype(acc.dtype),
+            answer[layout.acc["pos"]],
+            answer[layout.acc["rot"]],
+            iterations[None].astype(acc.dtype),
+            answer[layout.acc["cost"]],
+        ]
+    )
+
+
+def _single_solve(robot, objectives, seeds, settings: _Settings) -> jax.Array:
+    """The one-problem program (bucket 1): the loop of :func:`_queue_solve` without the queue,
+    so the box is computed once and no iteration gathers or scatters problem data.
+
+    Returns the answer record (1, n + 3 + 2k) (see :func:`_answer_columns`).
+    """
+    n, dtype = seeds.shape[1], seeds.dtype
+    layout = _Layout(n, sum(o.n_rows for o in objectives), len(objectives))
+    steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
+    targets = jax.tree.map(lambda x: x[:1].T, objectives)  # fields (size, 1)
+    seed = seeds[:1].T  # (n, 1)
+    lower, upper, wraps = _bounds(robot, seed, settings)
+    empty = jnp.zeros((layout.acc_width(), 1), dtype).at[layout.acc["cost"].start].set(jnp.inf)
+    zero = jnp.zeros(1, jnp.int32)
+    state = {
+        "q": seed,
+        "acc": empty,
+        "best": empty,
+        "lam": jnp.full(1, _DAMPING_START, dtype),
+        "counters": jnp.stack([zero, zero, zero]),  # restart, iterations (restart, total)
+        "finish": jnp.zeros(1, bool),
+        "done": jnp.zeros(1, bool),
+    }
+
+    def body(s):
+        acc, best, lam, done = _accept(
+            robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
+        )
+        restarts, iters_restart, iters_total = s["counters"] + jnp.array([[0], [1], [1]])
+        finish = done | (iters_total >= settings.max_iterations)
+        restart = ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+        restarts = restarts + restart.astype(jnp.int32)
+        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
+        start = _restart_point(restarts, seed, lower, upper, steps)
+        return {
+            "q": jnp.where(restart[None], start, stepped),
+            "acc": jnp.where(restart[None], empty, acc),
+            "best": best,
+            "lam": jnp.where(restart, _DAMPING_START, lam),
+            "counters": jnp.stack([restarts, jnp.where(restart, 0, iters_restart), iters_total]),
+            "finish": finish,
+            "done": done,
+        }
+
+    s = jax.lax.while_loop(lambda s: ~s["finish"][0], body, state)
+    return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
+
+
 def _queue_solve(
     robot: Robot,
     objectives: Objectives,
@@ -213,10 +328,7 @@ def _queue_solve(
         return index, picked, seed, _bounds(robot, seed, settings)
 
     def restart_point(restart, seed, lower, upper):
-        # Restart 0 starts from the seed; later ones from a quasi-random point in the box,
-        # the same sequence for every problem (an answer does not depend on batch position).
-        u = jnp.mod(0.5 + restart[None, :] * steps, 1.0)
-        return jnp.where(restart[None, :] == 0, seed, lower + u * (upper - lower))
+        return _restart_point(restart, seed, lower, upper, steps)
 
     first = jnp.where(lane_ids < n_queued, lane_ids, n_problems)  # lanes beyond it start idle
     _, _, seed0, (lower0, upper0, _) = problem(first)
@@ -236,17 +348,9 @@ def _queue_solve(
     def body(s):
         live = s["slot"] < n_queued
         index, targets, _seed, (lower, upper, wraps) = problem(s["slot"])
-        residual, jacobian, pos_err, rot_err, cost, converged = _evaluate(
-            robot, targets, s["q"], settings
+        acc, best, lam, done = _accept(
+            robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
         )
-        record = jnp.concatenate(
-            [s["q"], residual, jacobian.reshape(m * n, lanes), pos_err, rot_err, cost[None]]
-        )
-        better = cost < s["acc"][cost_row]
-        acc = jnp.where(better[None], record, s["acc"])
-        done = better & converged  # converged at a freshly accepted point
-        lam = jnp.where(better, jnp.maximum(s["lam"] * _DAMPING_DOWN, 1e-7), s["lam"] * _DAMPING_UP)
-        best = jnp.where((acc[cost_row] < s["best"][cost_row])[None], acc, s["best"])
 
         restarts, iters_restart, iters_total = s["counters"]
         iters_restart, iters_total = iters_restart + 1, iters_total + 1
@@ -257,21 +361,11 @@ def _queue_solve(
 
         # Finished lanes write their answer (the converged point, else the best over
         # restarts) unless an earlier pass left a better one.
-        answer = jnp.where(done[None], acc, best)
         previous = s["out"][index].T  # (out width, lanes)
         iterations = iters_total + previous[out_of["iterations"].start].astype(jnp.int32)
-        rows = jnp.concatenate(
-            [
-                answer[acc_of["q"]],
-                done[None].astype(dtype),
-                answer[acc_of["pos"]],
-                answer[acc_of["rot"]],
-                iterations[None].astype(dtype),
-                answer[acc_of["cost"]],
-            ]
-        )
+        rows = _answer(layout, acc, best, done, iterations)
         keep_previous = (previous[out_of["success"].start] > 0.5) | (
-            ~done & (previous[out_of["cost"].start] <= answer[cost_row])
+            ~done & (previous[out_of["cost"].start] <= rows[out_of["cost"].start])
         )
         rows = jnp.where(
             keep_previous[None],
@@ -288,25 +382,7 @@ def _queue_solve(
         reset = finish | restart
         start = restart_point(restarts, new_seed, new_lower, new_upper)
 
-        # LM step from the accepted point, joints on a limit pushed outward frozen.
-        acc_q = acc[acc_of["q"]]
-        residual = acc[acc_of["residual"]]  # (m, lanes)
-        jacobian = acc[acc_of["jacobian"]].reshape(m, n, lanes)
-        active = settings.active[:, None]
-        # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
-        gradient = jnp.sum(jacobian * residual[:, None], axis=0)  # (n, lanes)
-        on_lower = (acc_q <= lower) & (gradient > 0)
-        on_upper = (acc_q >= upper) & (gradient < 0)
-        free = (active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(dtype)
-        jf = jacobian * free[None]
-        hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
-        # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
-        gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
-        diagonal = lam[None] + (1.0 - free) + settings.rest_weight
-        eye = jnp.eye(n, dtype=dtype)[:, :, None]
-        step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
-        step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
-        stepped = _into_bounds(acc_q + step, lower, upper, wraps)
+        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
 
         return {
             "slot": slot,
@@ -342,19 +418,8 @@ def _solve_all(
     out = jnp.zeros((n_problems, columns["cost"].stop), seeds.dtype)
     out = out.at[:, columns["cost"]].set(jnp.inf)
     problems = jnp.arange(n_problems)
-    if lanes == 1:  # one problem: one pass with the whole budget
-        return _queue_solve(
-            robot,
-            objectives,
-            seeds,
-            settings,
-            1,
-            problems,
-            n_valid,
-            settings.max_iterations,
-            0,
-            out,
-        )
+    if n_problems == 1:  # one problem: one pass with the whole budget, no queue
+        return _single_solve(robot, objectives, seeds, settings)
     cap = jnp.minimum(
         settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart
     )
