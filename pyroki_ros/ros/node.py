@@ -690,6 +690,8 @@ class PyrokiRosNode(Node):
         with self._teleop_lock:
             self._goal = msg
             self._goal_seq += 1
+            if self._teleop_timer.is_canceled():  # paused while there was nothing to do
+                self._teleop_timer.reset()
 
     # --- services ------------------------------------------------------------------------------
 
@@ -1009,6 +1011,9 @@ class PyrokiRosNode(Node):
         with self._teleop_lock:
             goal, seq, command = self._goal, self._goal_seq, self._command
             if goal is None or seq == self._goal_done_seq:
+                # Nothing to track: pause the timer (an idle tick costs ~2 ms of executor
+                # work, competing with service requests); the next goal restarts it.
+                self._teleop_timer.cancel()
                 return
         with self._model_lock:
             model, generation = self._model, self._model_generation
@@ -1182,17 +1187,7 @@ def main(args: list[str] | None = None) -> int:
     node = None
     try:
         node = PyrokiRosNode()
-        kind = os.environ.get("PYROKI_EXECUTOR", "mt")
-        if kind == "st":
-            from rclpy.executors import SingleThreadedExecutor
-
-            executor = SingleThreadedExecutor()
-        elif kind == "ev":
-            from rclpy.experimental.events_executor import EventsExecutor
-
-            executor = EventsExecutor()
-        else:
-            executor = MultiThreadedExecutor(num_threads=int(kind[2:] or 6))
+        executor = MultiThreadedExecutor(num_threads=6)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
