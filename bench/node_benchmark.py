@@ -137,6 +137,38 @@ def log(text: str) -> None:
     print(text, flush=True)
 
 
+class DirectClient:
+    """A client as a user's node would make one: its own node and SingleThreadedExecutor,
+    spun in the calling thread until the answer is in (``spin_until_future_complete``). No
+    background executor thread competes for the 2 cores or adds a thread hand-off."""
+
+    def __init__(self, context, name: str):
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.node import Node
+
+        self.node = Node(name, context=context)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+
+    def client(self, srv_type, service: str, wait: float = 60.0):
+        client = self.node.create_client(srv_type, service)
+        if not client.wait_for_service(timeout_sec=wait):
+            raise TimeoutError(f"service {service} not available within {wait:.0f} s")
+        return client
+
+    def call(self, client, request, timeout: float = 30.0, node=None):
+        future = client.call_async(request)
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        if not future.done():
+            client.remove_pending_request(future)
+            raise TimeoutError(f"no answer from {client.srv_name} within {timeout:.0f} s")
+        return future.result()
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
 # --- the benchmark -------------------------------------------------------------------------------
 
 
@@ -284,7 +316,6 @@ class Bench:
     def measure_ik_and_trigger(self, iso, trigger) -> None:
         from pyroki_ros.msg import IKObjective
         from pyroki_ros.srv import SolveIK
-        from std_srvs.srv import Trigger
 
         a = self.args
         targets = self.ik_targets(a.count + a.warmup, 1)
@@ -300,21 +331,30 @@ class Bench:
             pose.position.x, pose.position.y, pose.position.z = (float(v) for v in t[4:])
             return SolveIK.Request(objectives=[objective])
 
+        direct = DirectClient(iso.session.context, "bench_direct_client")
+        try:
+            self._measure_round_trips(iso, trigger, direct, ik_request)
+        finally:
+            direct.close()
+
+    def _measure_round_trips(self, iso, trigger, direct, ik_request) -> None:
+        from pyroki_ros.srv import SolveIK
+        from std_srvs.srv import Trigger
+
+        a = self.args
         load0 = loadavg()
-        client = iso.client(SolveIK, "solve_ik")
-        rtts, responses = self.timed_calls(
-            iso.session, client, ik_request, a.count, a.warmup, node=iso.node
-        )
+        client = direct.client(SolveIK, "/pyroki_ros_node/solve_ik")
+        rtts, responses = self.timed_calls(direct, client, ik_request, a.count, a.warmup)
         self.results["solve_ik"] = stats_ms(rtts)
         self.results["solve_ik"]["success"] = int(sum(r.success for r in responses))
         self.results["solve_ik"]["node_solve_time"] = stats_ms([r.solve_time for r in responses])
         self.results["solve_ik"]["load"] = f"{load0} -> {loadavg()}"
         log(f"solve_ik round trip: {self.results['solve_ik']}")
 
-        tclient = iso.session.client(Trigger, f"/{TRIGGER_NODE}/trigger", wait=60.0)
+        tclient = direct.client(Trigger, f"/{TRIGGER_NODE}/trigger", wait=60.0)
         load0 = loadavg()
         rtts, responses = self.timed_calls(
-            iso.session, tclient, lambda i: Trigger.Request(), a.count, a.warmup
+            direct, tclient, lambda i: Trigger.Request(), a.count, a.warmup
         )
         if trigger.poll() is not None:
             raise RuntimeError(f"the Trigger server exited ({trigger.returncode})")
@@ -360,6 +400,8 @@ class Bench:
     # -- 4 ----------------------------------------------------------------------------------------
 
     def measure_batch(self, iso) -> None:
+        import array
+
         from geometry_msgs.msg import PoseStamped
         from pyroki_ros.srv import SolveIKBatch
 
@@ -368,28 +410,44 @@ class Bench:
         upper = np.asarray(self.robot.upper, np.float64)
         q = rng.uniform(lower, upper, (self.args.batch, len(self.names)))
         poses = self.hand_poses(q).astype(np.float64)
-        request = SolveIKBatch.Request(link="panda_hand")
+        with_messages = SolveIKBatch.Request(link="panda_hand")
         for p in poses:
             target = PoseStamped()
             target.header.frame_id = "panda_link0"
             o, pos = target.pose.orientation, target.pose.position
             o.w, o.x, o.y, o.z = (float(v) for v in p[:4])
             pos.x, pos.y, pos.z = (float(v) for v in p[4:])
-            request.targets.append(target)
-        client = iso.client(SolveIKBatch, "solve_ik_batch")
+            with_messages.targets.append(target)
+        # [x, y, z, qx, qy, qz, qw] rows
+        rows = np.concatenate([poses[:, 4:], poses[:, 1:4], poses[:, :1]], axis=1)
+        packed = SolveIKBatch.Request(
+            link="panda_hand",
+            packed_frame_id="panda_link0",
+            packed_poses=array.array("d", rows.tobytes()),
+        )
+        direct = DirectClient(iso.session.context, "bench_batch_client")
+        try:
+            client = direct.client(SolveIKBatch, "/pyroki_ros_node/solve_ik_batch")
+            for key, request in (("batch", packed), ("batch_messages", with_messages)):
+                self.results[key] = self._batch_calls(direct, client, request, len(poses))
+                log(f"{key}: {self.results[key]}")
+        finally:
+            direct.close()
+
+    def _batch_calls(self, direct, client, request, n: int) -> dict:
         load0 = loadavg()
         start = time.perf_counter()
-        first = iso.session.call(client, request, timeout=self.args.timeout, node=iso.node)
+        first = direct.call(client, request, timeout=self.args.timeout)
         first_rtt = time.perf_counter() - start
         rtts, solves, successes = [], [], []
-        for _ in range(3):
+        for _ in range(5):
             start = time.perf_counter()
-            response = iso.session.call(client, request, timeout=120.0, node=iso.node)
+            response = direct.call(client, request, timeout=120.0)
             rtts.append(time.perf_counter() - start)
             solves.append(response.solve_time)
             successes.append(int(sum(response.success)))
-        self.results["batch"] = {
-            "n": len(poses),
+        return {
+            "n": n,
             "error_code": int(first.error_code.val),
             "message": first.message,
             "warmup_rtt_ms": first_rtt * 1e3,
@@ -400,7 +458,6 @@ class Bench:
             "success": successes,
             "load": f"{load0} -> {loadavg()}",
         }
-        log(f"batch: {self.results['batch']}")
 
     # -- 5 ----------------------------------------------------------------------------------------
 
@@ -577,9 +634,10 @@ def markdown(bench: Bench, command: str, date: str, elapsed: float, error: str |
         "## Service round trips and in-process solve (warm, sequential)",
         "",
         (
-            "Client: an rclpy node in the benchmark process (MultiThreadedExecutor in a background "
-            "thread, `call_async` + wait), the same client for both services. Targets: `panda_hand` "
-            "pose within 3 cm of the 'ready' pose, same orientation; seed = /joint_states ('ready')."
+            "Client: an rclpy node in the benchmark process with its own SingleThreadedExecutor, "
+            "`call_async` + `spin_until_future_complete` in the calling thread (as a user's node "
+            "calls a service), the same client for both services. Targets: `panda_hand` pose "
+            "within 3 cm of the 'ready' pose, same orientation; seed = /joint_states ('ready')."
         ),
         "",
         "| What | calls | p50 ms | p95 ms | max ms | notes |",
@@ -606,36 +664,49 @@ def markdown(bench: Bench, command: str, date: str, elapsed: float, error: str |
         ),
         "",
     ]
-    if b:
-        lines += [
-            "## `~/solve_ik_batch`, 1000 targets",
-            "",
-            (
-                "Targets: `panda_hand` poses of 1000 random configurations inside the joint limits "
-                "(all reachable); seed = /joint_states. One warm-up call, then 3 calls."
-            ),
-            "",
-            "| | value |",
-            "|---|---|",
-            (
-                f"| round trip, median of 3 | {fmt(b['rtt_median_ms'], 1)} ms "
-                f"({', '.join(fmt(x, 1) for x in b['rtt_ms'])}) |"
-            ),
-            (
-                f"| response solve_time, median of 3 | {fmt(b['solve_median_ms'], 1)} ms "
-                f"({', '.join(fmt(x, 1) for x in b['solve_ms'])}) |"
-            ),
-            (
-                f"| round trip minus solve_time (transport, (de)serialisation, conversions) | "
-                f"{fmt(b['rtt_median_ms'] - b['solve_median_ms'], 1)} ms |"
-            ),
-            f"| warm-up call round trip | {fmt(b['warmup_rtt_ms'], 1)} ms |",
-            f"| targets within tolerance | {', '.join(str(s) for s in b['success'])} of {b['n']} |",
-            f"| load during | {b['load']} |",
-            "",
-        ]
-    else:
-        lines += ["## `~/solve_ik_batch`, 1000 targets", "", "Not measured in this run.", ""]
+    bm = r.get("batch_messages", {})
+    lines += [
+        f"## `~/solve_ik_batch`, {bench.args.batch} targets",
+        "",
+        (
+            f"Targets: `panda_hand` poses of {bench.args.batch} random configurations inside the "
+            "joint limits (all reachable); seed = /joint_states. Sent two ways: packed "
+            "(`packed_poses`, answered in `positions`) and as `geometry_msgs/PoseStamped[]` "
+            "(answered in `positions` and `sensor_msgs/JointState[]`). Same client as above; one "
+            "warm-up call, then 5 calls each."
+        ),
+        "",
+        "| | packed_poses | PoseStamped[] |",
+        "|---|---|---|",
+    ]
+
+    def batch_cell(x, what):
+        if not x:
+            return "not measured"
+        if what == "rtt":
+            return f"{fmt(x['rtt_median_ms'], 1)} ms ({', '.join(fmt(v, 1) for v in x['rtt_ms'])})"
+        if what == "solve":
+            return (
+                f"{fmt(x['solve_median_ms'], 1)} ms ({', '.join(fmt(v, 1) for v in x['solve_ms'])})"
+            )
+        if what == "rest":
+            return f"{fmt(x['rtt_median_ms'] - x['solve_median_ms'], 1)} ms"
+        if what == "warm":
+            return f"{fmt(x['warmup_rtt_ms'], 1)} ms"
+        if what == "ok":
+            return f"{', '.join(str(v) for v in x['success'])} of {x['n']}"
+        return x["load"]
+
+    for label, what in (
+        ("round trip, median of 5", "rtt"),
+        ("response solve_time, median of 5", "solve"),
+        ("round trip minus solve_time (transport, (de)serialisation, conversions)", "rest"),
+        ("warm-up call round trip", "warm"),
+        ("targets within tolerance", "ok"),
+        ("load during", "load"),
+    ):
+        lines.append(f"| {label} | {batch_cell(b, what)} | {batch_cell(bm, what)} |")
+    lines.append("")
     lines += [
         "## Teleop: `~/goal_pose` stream -> JointTrajectory",
         "",
@@ -713,7 +784,7 @@ def markdown(bench: Bench, command: str, date: str, elapsed: float, error: str |
         ),
         (
             f"| 1000-target batch call | <= 100 ms | "
-            f"{fmt(b.get('rtt_median_ms'), 1) if b else 'n/a'} ms round trip | "
+            f"{fmt(b.get('rtt_median_ms'), 1) if b else 'n/a'} ms round trip (packed) | "
             f"{verdict(cmp(b.get('rtt_median_ms'), 100.0) if b else None)} |"
         ),
         "| no backlog at 500 Hz | bounded goal age | "
