@@ -49,6 +49,7 @@ class IKResult:
     iterations: np.ndarray  # (*batch,) LM iterations spent, over all restarts
     solve_seconds: float  # wall time of the solve call, all problems together
     cost: np.ndarray | None = None  # (*batch,) final weighted sum of squared residuals
+    timed_out: bool = False  # the timeout cut the restarts short
 
 
 @dataclasses.dataclass(frozen=True)
@@ -631,7 +632,7 @@ class IKSolver:
             max_iterations=max_iterations,
         )
 
-    def solve(self, objectives, seed=None, **options) -> IKResult:
+    def solve(self, objectives, seed=None, *, timeout: float = 0.0, **options) -> IKResult:
         """Solves every problem in the batch.
 
         Args:
@@ -646,6 +647,11 @@ class IKSolver:
                 (m, default 1e-3),
                 orientation_tolerance (rad, default 1 degree), iterations_per_restart
                 (default 15), max_iterations (per problem over all restarts, default 1000).
+            timeout: wall-clock budget in s (0 = none). The first attempt from the seed always
+                runs; the restarts of the problems it leaves unsolved then get the iterations
+                that fit in the time left (estimated from the first attempt's cost per
+                iteration), so a call ends near ``timeout`` unless one attempt alone is longer.
+                ``IKResult.timed_out`` says whether the budget cut the restarts short.
 
         Returns:
             IKResult with numpy arrays of batch shape ``(*batch,)``.
@@ -699,37 +705,63 @@ class IKSolver:
         program = self.program(structure, size)
 
         first_settings = settings
-        if with_rest:  # a short biased stage; the polish below gets the rest of the budget
+        if with_rest:  # a short biased stage; the stage below gets the rest of the budget
             first_settings = dataclasses.replace(
                 settings,
                 max_iterations=min(settings.max_iterations, 2 * settings.iterations_per_restart),
             )
+        if timeout > 0:  # the attempt from the seed first, then what the time left allows
+            first_settings = dataclasses.replace(
+                first_settings,
+                max_iterations=min(first_settings.max_iterations, settings.iterations_per_restart),
+            )
         columns = _answer_columns(n, len(objectives))
         start = time.perf_counter()
         out = np.asarray(program(params, first_settings.pack(count, self._dtype)))[:count]
-        solved = out[:, columns["success"].start] > 0.5
-        if with_rest and not solved.all():
-            # The rest term pulls the optimum off the task by ~ w |q - rest| / sigma^2: finish
-            # the problems it kept from tolerance without it, starting from where they are.
-            failed = np.flatnonzero(~solved)
-            again = params[failed].copy()
-            again[:, :n] = out[failed, :n]
-            bucket = _bucket(len(failed))
-            again = np.concatenate([again, np.repeat(again[-1:], bucket - len(failed), 0)])
-            unbiased = dataclasses.replace(
-                settings,
-                rest_weight=0.0,
-                max_iterations=max(1, settings.max_iterations - first_settings.max_iterations),
-            )
-            polished = np.array(
-                self.program(structure, bucket)(again, unbiased.pack(len(failed), self._dtype))
-            )[: len(failed)]
-            out = out.copy()
-            polished[:, columns["iterations"]] += out[failed, columns["iterations"]]
-            out[failed] = polished
-        return self._result(out, columns, batch, time.perf_counter() - start)
+        failed = np.flatnonzero(out[:, columns["success"].start] < 0.5)
+        budget = settings.max_iterations - first_settings.max_iterations
+        timed_out = False
+        if len(failed) and budget > 0 and timeout > 0:
+            elapsed = time.perf_counter() - start
+            per_iteration = elapsed / max(float(out[:, columns["iterations"]].sum()), 1.0)
+            affordable = int((timeout - elapsed) / per_iteration / len(failed))
+            timed_out = affordable < budget
+            budget = min(budget, affordable)
+        if len(failed) and budget > 0:
+            out = self._continue(out, params, failed, settings, structure, budget, columns)
+        return self._result(out, columns, batch, time.perf_counter() - start, timed_out)
 
-    def _result(self, out: np.ndarray, columns: dict, batch: tuple, seconds: float) -> IKResult:
+    def _continue(self, out, params, failed, settings, structure, budget, columns) -> np.ndarray:
+        """Second stage for the problems ``failed`` left unsolved by the first: ``budget`` more
+        iterations each, without the rest term (it pulls the optimum off the task by
+        ~ w |q - rest| / sigma^2), starting from where they are unless a max_deviation box
+        (centred on the seed) holds them. Keeps the better answer per problem."""
+        n = self.robot.n_joints
+        again = params[failed].copy()
+        if not np.isfinite(settings.max_deviation).any():
+            again[:, :n] = out[failed, :n]
+        bucket = _bucket(len(failed))
+        again = np.concatenate([again, np.repeat(again[-1:], bucket - len(failed), 0)])
+        stage = dataclasses.replace(settings, rest_weight=0.0, max_iterations=budget)
+        later = np.array(
+            self.program(structure, bucket)(again, stage.pack(len(failed), self._dtype))
+        )[: len(failed)]
+        out = out.copy()
+        later[:, columns["iterations"]] += out[failed, columns["iterations"]]
+        before = out[failed]
+        # The first stage's cost includes the rest term: an unbiased answer replaces it.
+        better = (
+            (later[:, columns["success"].start] > 0.5)
+            | (later[:, columns["cost"].start] <= before[:, columns["cost"].start])
+            | (settings.rest_weight > 0)
+        )
+        out[failed] = np.where(better[:, None], later, before)
+        out[failed[~better], columns["iterations"]] = later[~better, columns["iterations"]]
+        return out
+
+    def _result(
+        self, out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
+    ) -> IKResult:
         """IKResult from answer records (count, width), reshaped to ``batch``."""
         out = np.asarray(out, np.float64)  # one conversion for every field
         if batch == ():  # a single problem: plain views, no reshapes
@@ -748,6 +780,7 @@ class IKSolver:
             iterations=scalar("iterations").astype(np.int64),
             solve_seconds=seconds,
             cost=scalar("cost"),
+            timed_out=timed_out,
         )
 
 

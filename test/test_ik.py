@@ -490,6 +490,41 @@ def test_iterations_never_exceed_max_iterations(panda, which, max_iterations):
     assert np.all(result.iterations == max_iterations), result.iterations
 
 
+@pytest.mark.parametrize("which", ["serial", "solver"])
+def test_timeout_cuts_restarts_short(panda, which):
+    """Unreachable targets with a huge iteration budget: a 50 ms timeout ends the call near
+    50 ms (measured here by the wall clock, not the solver's own report) and says so."""
+    import time
+
+    far = np.tile([1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.5], (3, 1))
+    solve = lambda **kw: getattr(panda, which).solve(
+        O.pose("panda_hand", far), active_joints=PANDA_ARM, max_iterations=10**6, **kw
+    )
+    solve(timeout=0.05)  # compile both stages' programs
+    start = time.perf_counter()
+    result = solve(timeout=0.05)
+    wall = time.perf_counter() - start
+    assert result.timed_out and not result.success.any()
+    assert wall < 0.5, wall  # 10**6 iterations would take seconds
+    assert np.all(result.iterations >= 15)  # the first attempt always runs
+    assert np.all(result.iterations < 10**6)
+    q = np.asarray(result.q)
+    assert np.all(q >= panda.lower - LIMIT_SLACK) and np.all(q <= panda.upper + LIMIT_SLACK)
+
+
+def test_generous_timeout_changes_nothing_for_reachable_targets(panda):
+    """With time to spare, a timeout neither cuts restarts nor loses solutions."""
+    rng = np.random.default_rng(21)
+    q_star = panda.ref.random(rng, 16)
+    specs = [Spec("pose", "panda_hand")]
+    targets = build(specs, panda.ref, q_star, rng)
+    result = panda.solver.solve(
+        specs[0].objective(targets[0]), active_joints=PANDA_ARM, timeout=10.0
+    )
+    check_result(specs, panda, result, targets)
+    assert not result.timed_out
+
+
 def test_unreachable_position_is_close_to_the_reach(panda):
     """Position 2 m from the base: the best found is about the closest the hand can get,
     compared with the best of 2000 random configurations (reference FK)."""

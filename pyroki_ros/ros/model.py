@@ -508,39 +508,22 @@ class LoadedModel:
         restarts: int = 8,
         timeout: float = 0.0,
     ) -> SolveOutcome:
-        """One IK problem. First an attempt from the seed; if it misses the tolerances and
-        ``restarts`` > 0, one more solver call with up to ``restarts`` restarts (the core's,
-        inside the limits and the max_deviation box), its iteration budget cut to what fits in
-        the time left (estimated from the first attempt). The timeout is checked between the two
-        calls; a call in progress is never interrupted."""
+        """One IK problem: an attempt from the seed, then up to ``restarts`` restarts (the
+        core's, inside the limits and the max_deviation box) within what is left of
+        ``timeout`` (s, 0 = none; see :meth:`IKSolver.solve`)."""
         start = time.perf_counter()
         deviation = max_deviation if max_deviation > 0 else np.inf
-        first = self._solve(
-            objectives, seed, **self._options(active, deviation, tolerances, iterations, iterations)
+        result = self._solve(
+            objectives,
+            seed,
+            timeout=timeout,
+            **self._options(active, deviation, tolerances, iterations, iterations * (1 + restarts)),
         )
-        result, spent, iterations_done = first, first.solve_seconds, int(first.iterations)
-        timed_out = False
-        if not first.success and restarts > 0:
-            budget = iterations * restarts
-            if timeout > 0:
-                left = timeout - (time.perf_counter() - start)
-                per_iteration = first.solve_seconds / max(int(first.iterations), 1)
-                affordable = int(left / per_iteration) if left > 0 else 0
-                if affordable < budget:
-                    timed_out = True
-                    budget = affordable
-            if budget >= 1:
-                # Without a deviation box, restart 0 continues from the first attempt's answer.
-                seed2 = seed if max_deviation > 0 else first.q
-                second = self._solve(
-                    objectives,
-                    seed2,
-                    **self._options(active, deviation, tolerances, iterations, budget),
-                )
-                spent += second.solve_seconds
-                iterations_done += int(second.iterations)
-                if second.success or _cost(second) <= _cost(first):
-                    result = second
+        iterations_done, spent, timed_out = (
+            int(result.iterations),
+            result.solve_seconds,
+            result.timed_out,
+        )
         elapsed = time.perf_counter() - start
         success = bool(result.success)
         if success:
@@ -644,7 +627,3 @@ class LoadedModel:
             )
         self.batch_warm_up_seconds = time.perf_counter() - start
         return self.batch_warm_up_seconds
-
-
-def _cost(result: IKResult) -> float:
-    return float(np.sum(result.position_error**2) + np.sum(result.orientation_error**2))
