@@ -16,9 +16,9 @@ Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
   ``success = false``, an ErrorCode and a message; the node keeps serving.
 * teleop: ``~/goal_pose`` (geometry_msgs/PoseStamped for ``tip_link``) and ``~/goal``
   (pyroki_ros/MultiLinkGoal), depth 1: the newest goal wins. A timer at ``teleop_rate_hz``
-  (paused while no goal is pending) solves the newest goal, seeded with the previous output, every joint's step limited to
-  ``velocity_scaling`` x its URDF velocity limit x the step duration, and publishes a
-  one-point trajectory_msgs/JointTrajectory on ``trajectory_topic``.
+  (paused while no goal is pending) solves the newest goal, seeded with the previous output,
+  every joint's step limited to ``velocity_scaling`` x its URDF velocity limit x the step
+  duration, and publishes a one-point trajectory_msgs/JointTrajectory on ``trajectory_topic``.
 
 Target frames: ``header.frame_id`` empty / the base frame / any robot link; a link's frame is
 taken at the seed configuration and held fixed during the solve (teleop: at the configuration
