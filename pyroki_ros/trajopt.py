@@ -112,6 +112,11 @@ def _sample_fractions(count: int) -> np.ndarray:
 # TrajectoryOptimizer.optimize): most plans are usable after 5-10 of their 30-60 iterations.
 EARLY_STOP = 1e-2
 
+# Goal poses: IK solutions tried as the path's last knot (see TrajectoryOptimizer.plan).
+GOAL_SEEDS = 16  # one batched IK solve: the start and 15 random seeds
+GOAL_CANDIDATES = 4  # distinct usable solutions kept, nearest to the start first
+GOAL_LIMIT_SLACK = 0.02  # rad a goal keeps from joint limits
+
 # Obstacles per kind are padded up to these counts (few programs, little padding: every
 # padded slot costs a distance per sphere and configuration in the inner loop).
 WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -479,6 +484,7 @@ class TrajectoryOptimizer:
         self._programs: dict = {}
         self._world_cache: tuple[col.World, col.World] | None = None
         self._empty_world = col.World.empty()
+        self._clearance_program = jax.jit(functools.partial(_clearances, robot, spheres))
         self._lock = threading.Lock()
         self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
         self._dtype = np.dtype(robot.dtype)
@@ -697,7 +703,11 @@ class TrajectoryOptimizer:
             num_starts: initial paths optimised together: the straight line in joint space and
                 ``num_starts - 1`` paths through random intermediate configurations. Default:
                 on a CPU up to 8 paths one after the other, stopping at the first success; on a
-                GPU 8 at once.
+                GPU 8 at once. A pose goal's configuration comes from IK from the start; when
+                that one is not usable (in the margin of an obstacle, on a joint limit) or its
+                first path fails, up to GOAL_CANDIDATES other IK solutions (nearest to the
+                start first) take turns as the last knot: straight lines to each, then bent
+                paths.
             active_joints: joints that may move (default all); the others keep the start value.
             seed: of the random intermediate configurations (plans are deterministic).
             progress: optional callable taking a line of text per attempt (for a log).
@@ -754,7 +764,18 @@ class TrajectoryOptimizer:
 
         t_count = int(num_steps)
         rng = np.random.default_rng(seed)
-        initial = functools.partial(self._initial_paths, start, goal_q, active, t_count, rng)
+        margin = float(options.get("margin", 0.02))
+        goals = [goal_q]
+        more_goals = None
+        if not joint_goal:
+            # Other IK solutions of the goal, for when the one found from the start sits in
+            # the margin of an obstacle or on a joint limit, or its paths all fail.
+            more_goals = functools.partial(
+                self._goal_configurations, goal_objectives, start, active_joints, world, margin, rng
+            )
+            if not self._usable_goals(goal_q[None], world, margin)[0]:
+                goals = more_goals() or goals
+                more_goals = None
 
         groups = [(t_count - 1, goal_objectives)]
         for i, group in enumerate(waypoints):
@@ -789,10 +810,22 @@ class TrajectoryOptimizer:
         # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
         # success; GPU: all start paths at once.
         attempts = (num_starts,) if num_starts else self._attempts
-        paths = initial(sum(attempts))
+        if more_goals is not None and attempts[0] > 1:
+            goals = _merge_goals(goals, more_goals())
+            more_goals = None
         result, used = None, 0
         for count in attempts:
-            starts = paths[used : used + count].copy()
+            if used == 1 and more_goals is not None:  # the first path failed: more goals
+                goals = _merge_goals(goals, more_goals())
+                more_goals = None
+            starts = np.stack(
+                [
+                    self._initial_path(
+                        start, goals[i % len(goals)], active, t_count, rng, i >= len(goals)
+                    )
+                    for i in range(used, used + count)
+                ]
+            )
             used += count
             candidate = solve(starts, free=free)
             candidate = self._push_clear(candidate, solve, free, weights)
@@ -873,19 +906,55 @@ class TrajectoryOptimizer:
         seconds = time.perf_counter() - clock
         return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
 
-    def _initial_paths(self, start, goal_q, active, t_count, rng, count: int) -> np.ndarray:
-        """(count, T, n): the straight line in joint space, then paths bent through random
-        intermediate configurations (within a quarter of each joint's range of the middle)."""
+    def _initial_path(self, start, goal_q, active, t_count, rng, bent: bool) -> np.ndarray:
+        """(T, n): the straight line in joint space, or (``bent``) a path through a random
+        intermediate configuration (within a quarter of each joint's range of the middle)."""
         knots = np.linspace(0.0, 1.0, t_count)[:, None]
-        paths = [start + knots * (goal_q - start)]
+        if not bent:
+            return start + knots * (goal_q - start)
         span = self._upper - self._lower
         span = np.where(np.isfinite(span), span, 2 * np.pi)
         first, second = np.clip(2 * knots, 0, 1), np.clip(2 * knots - 1, 0, 1)
-        for _ in range(count - 1):
-            via = 0.5 * (start + goal_q) + rng.uniform(-0.25, 0.25, start.shape) * span
-            via = np.where(active, np.clip(via, self._lower, self._upper), start)
-            paths.append(start + first * (via - start) + second * (goal_q - via))
-        return np.stack(paths)
+        via = 0.5 * (start + goal_q) + rng.uniform(-0.25, 0.25, start.shape) * span
+        via = np.where(active, np.clip(via, self._lower, self._upper), start)
+        return start + first * (via - start) + second * (goal_q - via)
+
+    def _usable_goals(self, q: np.ndarray, world: col.World | None, margin: float) -> np.ndarray:
+        """(B,) bool for goal configurations q (B, n): at least ``margin`` clear of obstacles
+        and itself, and every joint with a range wider than 0.5 (not a gripper) at least
+        GOAL_LIMIT_SLACK from its limits (a knot on a limit can only slide along it: a goal
+        pose that needs it to leave stays missed by a few hundredths of a radian)."""
+        wide = (self._upper - self._lower) > 0.5
+        slack = np.minimum(q - self._lower, self._upper - q)
+        ok = np.all((slack >= GOAL_LIMIT_SLACK) | ~wide, axis=-1)
+        if self.spheres is None:
+            return ok
+        padded = self._padded_world(self._empty_world if world is None else world)
+        clear = np.asarray(self._clearance_program(jnp.asarray(q, self._dtype), padded))
+        return ok & (clear >= margin)
+
+    def _goal_configurations(
+        self, goal_objectives, start, active_joints, world, margin, rng
+    ) -> list[np.ndarray]:
+        """Up to GOAL_CANDIDATES distinct usable IK solutions of the goal (see
+        :meth:`_usable_goals`), nearest to the start first: one batched IK solve from the
+        start and GOAL_SEEDS - 1 random seeds."""
+        names = None if active_joints is None else tuple(active_joints)
+        lower = np.where(np.isfinite(self._lower), self._lower, -np.pi)
+        upper = np.where(np.isfinite(self._upper), self._upper, np.pi)
+        seeds = rng.uniform(lower, upper, (GOAL_SEEDS, len(start)))
+        seeds[0] = start
+        if names is not None:  # inactive joints keep the start's value
+            fixed = ~np.isin(self.robot.joint_names, names)
+            seeds[:, fixed] = start[fixed]
+        ik = self.ik.solve(goal_objectives, seed=seeds, active_joints=names)
+        q = np.asarray(ik.q, np.float64)[np.asarray(ik.success)]
+        if len(q) == 0:
+            return []
+        usable = self._usable_goals(q, world, margin)
+        q = q[usable]
+        q = q[np.argsort(np.linalg.norm(q - start, axis=-1))]
+        return _merge_goals([], list(q))[:GOAL_CANDIDATES]
 
     def _push_clear(self, result, solve, free, weights: Weights, rounds: int = 2) -> PlanResult:
         """Penalty continuation: while a path still cuts into an obstacle (or itself), raise
@@ -946,6 +1015,28 @@ class TrajectoryOptimizer:
             if _better(again, best):
                 best = again
         return dataclasses.replace(best, iterations=iterations, solve_seconds=seconds)
+
+
+def _merge_goals(goals: list[np.ndarray], more: list[np.ndarray]) -> list[np.ndarray]:
+    """``goals`` followed by those of ``more`` that differ from every one kept by more than
+    0.1 rad in some joint."""
+    kept = list(goals)
+    for q in more:
+        if all(np.max(np.abs(q - k)) > 0.1 for k in kept):
+            kept.append(q)
+    return kept
+
+
+def _clearances(robot: Robot, spheres: col.RobotSpheres, q: jax.Array, world: col.World):
+    """(B,) smallest clearance of configurations q (B, n) to the world and between self
+    pairs."""
+    centers = col.sphere_centers(robot, spheres, q)
+    d = col.world_distances(centers, spheres.radii, world)
+    smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
+    if spheres.n_pairs:
+        pairs = col.self_distances(centers, spheres.radii, spheres)
+        smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))
+    return smallest
 
 
 def _better(a: PlanResult, b: PlanResult) -> bool:
