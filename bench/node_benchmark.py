@@ -332,10 +332,15 @@ class Bench:
             return SolveIK.Request(objectives=[objective])
 
         direct = DirectClient(iso.session.context, "bench_direct_client")
+        # The /joint_states publisher would wake this process's background executor 20 times a
+        # second, competing with the client for the GIL: quiet while timing (the node keeps
+        # the last state as the seed).
+        self._js_timer.cancel()
         try:
             self._measure_round_trips(iso, trigger, direct, ik_request)
         finally:
             direct.close()
+            self._js_timer.reset()
 
     def _measure_round_trips(self, iso, trigger, direct, ik_request) -> None:
         from pyroki_ros.srv import SolveIK
