@@ -192,7 +192,8 @@ def solve_chain(
             fraction.
         cost_tolerance: stop when the cost falls below this.
         satisfied_tolerance: stop when an accepted step at which the linearisation reports
-            ``satisfied`` lowers the cost by less than this fraction (0: never early).
+            ``satisfied`` lowers the cost by less than this fraction, or a step from such an
+            iterate is rejected (0: never early).
         initial_damping: the starting Marquardt damping.
 
     Returns:
@@ -236,8 +237,13 @@ def solve_chain(
         better = first | (jnp.isfinite(cost_c) & (cost_c < s["cost"]))
         decrease = (s["cost"] - cost_c) / jnp.maximum(s["cost"], 1e-30)
         small = jnp.where(lin_c.satisfied, satisfied_tolerance, 0.0)
-        converged = (better & ~first & (decrease < jnp.maximum(relative_tolerance, small))) | (
-            jnp.where(better, cost_c, s["cost"]) <= cost_tolerance
+        # A rejected step from a satisfied iterate: the model has stopped predicting the
+        # cost well and what is left to gain is small; stop instead of raising the damping.
+        settled = ~better & ~first & s["lin"].satisfied & (satisfied_tolerance > 0)
+        converged = (
+            (better & ~first & (decrease < jnp.maximum(relative_tolerance, small)))
+            | settled
+            | (jnp.where(better, cost_c, s["cost"]) <= cost_tolerance)
         )
         pick = lambda new, old: jnp.where(better, new, old)
         iterations = s["iterations"] + 1
