@@ -588,6 +588,11 @@ BATCH_CASES = {
         ErrorCode.INVALID_REQUEST,
         "orientation_weight",
     ),
+    "targets and packed_poses both": (
+        _batch(packed_poses=[0.3, 0, 0.5, 0, 0, 0, 1]),
+        ErrorCode.INVALID_REQUEST,
+        "use one of them",
+    ),
     "packed: not a multiple of 7": (
         _batch(targets=[], packed_poses=[0.0] * 13),
         ErrorCode.INVALID_REQUEST,

@@ -1110,6 +1110,12 @@ def _batch_targets(model, request, seed: np.ndarray, *, orientation: bool) -> np
     """(N, 7) wxyz_xyz targets in the root frame from a SolveIKBatch request: its PoseStamped
     ``targets``, else its ``packed_poses``; targets in a link's frame are placed with FK at the
     seed (once per distinct frame)."""
+    if request.targets and len(request.packed_poses):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST,
+            f"both targets ({len(request.targets)}) and packed_poses "
+            f"({len(request.packed_poses)} numbers) given: use one of them",
+        )
     if request.targets:
         rows = pose_rows([t.pose for t in request.targets])
         frame_ids = [t.header.frame_id for t in request.targets]
