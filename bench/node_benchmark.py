@@ -808,8 +808,9 @@ def markdown(bench: Bench, command: str, date: str, elapsed: float, error: str |
         ),
         "",
         (
-            "The machine is a shared 2-core VM; other jobs (a CI run) were running during this "
-            "benchmark, see the load averages per step. Latency tails are sensitive to that."
+            "The machine is a shared 2-core VM; the load averages per step show what else ran "
+            "(a load near 1 before the run means another job held one core). Latency tails and "
+            "the batch solve time are sensitive to that."
         ),
     ]
     for note in r.get("notes", []):
