@@ -156,7 +156,7 @@ class DirectClient:
             raise TimeoutError(f"service {service} not available within {wait:.0f} s")
         return client
 
-    def call(self, client, request, timeout: float = 30.0, node=None):
+    def call(self, client, request, timeout: float = 30.0):
         future = client.call_async(request)
         self.executor.spin_until_future_complete(future, timeout_sec=timeout)
         if not future.done():
@@ -291,12 +291,12 @@ class Bench:
         node.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, on_trajectory, 100)
         self._goal_pub = node.create_publisher(PoseStamped, "/pyroki_ros_node/goal_pose", 10)
 
-    def timed_calls(self, session, client, make_request, count: int, warmup: int, node=None):
+    def timed_calls(self, direct: DirectClient, client, make_request, count: int, warmup: int):
         rtts, responses = [], []
         for i in range(warmup + count):
             request = make_request(i)
             start = time.perf_counter()
-            response = session.call(client, request, timeout=30.0, node=node)
+            response = direct.call(client, request, timeout=30.0)
             rtt = time.perf_counter() - start
             if i >= warmup:
                 rtts.append(rtt)

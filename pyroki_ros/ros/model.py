@@ -519,16 +519,11 @@ class LoadedModel:
             timeout=timeout,
             **self._options(active, deviation, tolerances, iterations, iterations * (1 + restarts)),
         )
-        iterations_done, spent, timed_out = (
-            int(result.iterations),
-            result.solve_seconds,
-            result.timed_out,
-        )
+        iterations_done = int(result.iterations)
         elapsed = time.perf_counter() - start
-        success = bool(result.success)
-        if success:
+        if result.success:
             code, message = ErrorCode.SUCCESS, ""
-        elif timed_out or (timeout > 0 and elapsed > timeout):
+        elif result.timed_out or (timeout > 0 and elapsed > timeout):
             code = ErrorCode.TIMEOUT
             message = (
                 f"no solution within the tolerances in the {timeout:.3g} s budget "
@@ -551,7 +546,7 @@ class LoadedModel:
             position_error=result.position_error,
             orientation_error=result.orientation_error,
             iterations=iterations_done,
-            solve_seconds=spent,
+            solve_seconds=result.solve_seconds,
             code=code,
             message=message,
         )
