@@ -516,6 +516,8 @@ class IKSolver:
         self._programs: dict = {}
         self._lock = threading.Lock()
         self._settings_cache: dict = {}
+        self._packed_cache: dict = {}
+        self._stage_cache: dict = {}
         # Host copies, so that a call does no device round trip before the solve itself.
         self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
         self._center = (self._lower + self._upper) / 2
@@ -553,6 +555,45 @@ class IKSolver:
                 self._settings_cache.clear()
             settings = self._settings_cache[key] = self.settings(**options)
         return settings
+
+    def _first_stage(self, settings: _Settings, timed: bool) -> _Settings:
+        """Settings of a call's first stage: with a rest bias, a short biased stage; with a
+        time budget, the attempt from the seed only (the second stage, :meth:`_continue`, gets
+        the rest). Kept per settings object, as :meth:`_packed` keys on identity."""
+        with_rest = settings.rest_weight > 0
+        if not (with_rest or timed):
+            return settings
+        key = (id(settings), timed)
+        entry = self._stage_cache.get(key)
+        if entry is None or entry[0] is not settings:
+            first = settings
+            if with_rest:
+                first = dataclasses.replace(
+                    first,
+                    max_iterations=min(first.max_iterations, 2 * first.iterations_per_restart),
+                )
+            if timed:
+                first = dataclasses.replace(
+                    first,
+                    max_iterations=min(first.max_iterations, settings.iterations_per_restart),
+                )
+            if len(self._stage_cache) > 64:
+                self._stage_cache.clear()
+            entry = self._stage_cache[key] = (settings, first)
+        return entry[1]
+
+    def _packed(self, settings: _Settings, count: int) -> np.ndarray:
+        """``settings`` packed for ``count`` problems, kept per settings object: repeated calls
+        (a request stream, teleop) skip the packing. A host array, like every other argument:
+        a device array would be a different jit signature (a second compilation)."""
+        key = (id(settings), count)
+        entry = self._packed_cache.get(key)
+        if entry is None or entry[0] is not settings:
+            if len(self._packed_cache) > 64:
+                self._packed_cache.clear()
+            entry = (settings, settings.pack(count, self._dtype))
+            self._packed_cache[key] = entry
+        return entry[1]
 
     def into_limits(self, q: np.ndarray) -> np.ndarray:
         """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped.
@@ -701,23 +742,12 @@ class IKSolver:
         if size > count:
             params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
         structure = tuple(_structure(o) for o in objectives)
-        with_rest = settings.rest_weight > 0
         program = self.program(structure, size)
 
-        first_settings = settings
-        if with_rest:  # a short biased stage; the stage below gets the rest of the budget
-            first_settings = dataclasses.replace(
-                settings,
-                max_iterations=min(settings.max_iterations, 2 * settings.iterations_per_restart),
-            )
-        if timeout > 0:  # the attempt from the seed first, then what the time left allows
-            first_settings = dataclasses.replace(
-                first_settings,
-                max_iterations=min(first_settings.max_iterations, settings.iterations_per_restart),
-            )
+        first_settings = self._first_stage(settings, timeout > 0)
         columns = _answer_columns(n, len(objectives))
         start = time.perf_counter()
-        out = np.asarray(program(params, first_settings.pack(count, self._dtype)))[:count]
+        out = np.asarray(program(params, self._packed(first_settings, count)))[:count]
         failed = np.flatnonzero(out[:, columns["success"].start] < 0.5)
         budget = settings.max_iterations - first_settings.max_iterations
         timed_out = False
@@ -813,7 +843,7 @@ class PoseSolver:
         self._template = template
         self._options = options
         settings = solver.settings(**options)
-        self._settings = settings.pack(1, solver._dtype)
+        self._settings = solver._packed(settings, 1)
         self._direct = settings.rest_weight == 0  # a rest bias needs solve()'s polish stage
         self._tail = np.concatenate(
             [template.axis, template.local_point, template.local_axis, template.weights]

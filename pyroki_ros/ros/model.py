@@ -337,12 +337,12 @@ class LoadedModel:
                 f"{what}: POINT (aim / look-at) objectives are not supported by the solver core "
                 "yet; use POSITION for a point-to-point goal",
             )
-        weights = np.array([msg.position_weight, msg.orientation_weight], np.float64)
-        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        pw, ow = msg.position_weight, msg.orientation_weight
+        if not (math.isfinite(pw) and math.isfinite(ow) and pw >= 0 and ow >= 0):
             raise RequestError(
                 ErrorCode.INVALID_REQUEST,
                 f"{what}: position_weight and orientation_weight must be finite and >= 0, got "
-                f"{weights.tolist()}",
+                f"{[pw, ow]}",
             )
         uses_orientation = kind in ("POSE", "ORIENTATION")
         target = pose_to_wxyz_xyz(msg.target.pose, f"{what}: target", orientation=uses_orientation)
@@ -375,14 +375,13 @@ class LoadedModel:
                 if axis is not None:
                     axis = quat_rotate(placement[:4], axis)
 
-        pw, ow = weights
         position, wxyz = target[4:], target[:4]
         link = msg.link
         if kind == "POSE":
             made = O.pose(
                 link, target, reference=reference, position_weight=pw, orientation_weight=ow
             )
-            if np.any(local_point != 0):
+            if any(local_point.tolist()):
                 made = dataclasses.replace(made, local_point=local_point)
             return made
         if kind == "POSITION":
@@ -471,9 +470,8 @@ class LoadedModel:
 
     def _solve(self, objectives, seed, **options) -> IKResult:
         """solver.solve, compiling each (structure, bucket) program at most once at a time."""
-        count = int(
-            np.prod(np.broadcast_shapes(np.shape(seed)[:-1], *(o.batch_shape for o in objectives)))
-        )
+        shapes = {np.shape(seed)[:-1], *(o.batch_shape for o in objectives)}
+        count = math.prod(shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes))
         key = (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
         if key in self._compiled:
             return self.solver.solve(objectives, seed=seed, **options)
