@@ -201,6 +201,48 @@ def test_retarget_motion_follows_keypoints(node):
     assert len(response.step_errors) == t_count and max(response.step_errors) < 3e-3
 
 
+def test_retarget_motion_by_link_to_link_vectors_follows_the_motion_shape(node):
+    """A demonstrator 2 m in front of the robot: no absolute keypoint is reachable, the
+    shoulder-to-elbow and elbow-to-hand vectors (scaled) are. With link_weights 0 only the
+    vectors count; the robot's vectors (reference FK) must follow them at every step."""
+    t_count = 30
+    s = np.linspace(0, 1, t_count)[:, None]
+    q1 = STATE + np.array([0.9, 0.5, 0.2, 0.7, 0.3, -0.4, -0.3, 0.0])
+    joints = STATE + (3 * s**2 - 2 * s**3) * (q1 - STATE)
+    links = ["panda_link2", "panda_link4", "panda_hand"]
+    scale = 1.25
+    offset = np.array([2.0, 0.5, 0.0])  # the demonstrator's place, out of the robot's reach
+    positions = np.array([[check.link_pose(q, k)[:3, 3] for k in links] for q in joints])
+    points = (positions + offset) / scale
+    pairs = [(0, 1), (1, 2)]
+    wanted = np.stack([scale * (points[:, j] - points[:, i]) for i, j in pairs], 1)  # (T, 2, 3)
+    # The vectors really move: a robot ignoring them (holding any one pose) misses by far more
+    # than the tolerance below.
+    assert np.linalg.norm(wanted - wanted[:1], axis=-1).max() > 0.2
+    request = RetargetMotion.Request(
+        link_names=links,
+        steps=[Keypoints(points=[Point(x=p[0], y=p[1], z=p[2]) for p in step]) for step in points],
+        link_weights=[0.0, 0.0, 0.0],
+        vector_from_links=[links[i] for i, _ in pairs],
+        vector_to_links=[links[j] for _, j in pairs],
+        scale=scale,
+        dt=0.1,
+        seed=joint_state(STATE),
+    )
+    response = node.call(RetargetMotion, "retarget_motion", request, timeout=300.0)
+    assert response.success, response.message
+    q = np.array([p.positions for p in response.trajectory.points])
+    assert q.shape == (t_count, len(JOINTS)) and check.within_limits(q)
+    errors = np.zeros((t_count, len(pairs)))
+    for t in range(t_count):
+        at = {link: check.link_pose(q[t], link)[:3, 3] for link in links}
+        for v, (i, j) in enumerate(pairs):
+            errors[t, v] = np.linalg.norm(at[links[j]] - at[links[i]] - wanted[t, v])
+    assert errors.max() < 3e-3, (errors.max(), np.unravel_index(errors.argmax(), errors.shape))
+    # The absolute keypoints stayed out of reach (step_errors are absolute position errors).
+    assert len(response.step_errors) == t_count and min(response.step_errors) > 1.0
+
+
 @pytest.mark.parametrize(
     "change,code",
     [
@@ -278,3 +320,51 @@ def test_bad_retarget_requests_get_clear_errors(node):
     ):
         response = node.call(RetargetMotion, "retarget_motion", request)
         assert not response.success and response.error_code.val == code, response.message
+
+    # Link-to-link vectors: between two keypoint links, one 'to' per 'from', weight >= 0.
+    two = Keypoints(points=[Point(x=0.3, y=0.0, z=0.5), Point(x=0.3, y=0.0, z=0.2)])
+    links = ["panda_link4", "panda_hand"]
+    for fields, code, words in (
+        (
+            {"vector_from_links": ["panda_link4"], "vector_to_links": ["nope"]},
+            ErrorCode.UNKNOWN_LINK,
+            "nope",
+        ),
+        (
+            {"vector_from_links": ["panda_link2"], "vector_to_links": ["panda_hand"]},
+            ErrorCode.INVALID_REQUEST,
+            "not one of link_names",
+        ),
+        (
+            {"vector_from_links": ["panda_hand"], "vector_to_links": ["panda_hand"]},
+            ErrorCode.INVALID_REQUEST,
+            "to itself",
+        ),
+        (
+            {
+                "vector_from_links": ["panda_link4", "panda_link4"],
+                "vector_to_links": ["panda_hand"],
+            },
+            ErrorCode.INVALID_REQUEST,
+            "2 vector_from_links but 1 vector_to_links",
+        ),
+        *(
+            (
+                {
+                    "vector_from_links": ["panda_link4"],
+                    "vector_to_links": ["panda_hand"],
+                    "vector_weight": weight,
+                },
+                ErrorCode.INVALID_REQUEST,
+                "vector_weight",
+            )
+            for weight in (-1.0, math.nan, math.inf)
+        ),
+        ({"link_weights": [0.0, 0.0]}, ErrorCode.INVALID_REQUEST, "nothing to follow"),
+    ):
+        request = RetargetMotion.Request(link_names=links, steps=[two, two], dt=0.1, **fields)
+        response = node.call(RetargetMotion, "retarget_motion", request)
+        assert not response.success, fields
+        assert response.error_code.val == code, (fields, response.message)
+        assert words in response.message, (fields, response.message)
+    assert node.node.alive()

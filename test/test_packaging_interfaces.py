@@ -176,6 +176,12 @@ def test_batch_fk_plan_retarget_fields():
     rt = psrv.RetargetMotion.Request()
     assert rt.scale == 1.0
     assert _fields(psrv.RetargetMotion.Request)["steps"] == "sequence<pyroki_ros/Keypoints>"
+    assert rt.vector_weight == 0.0  # 0 = the default weight 1.0
+    assert {
+        "vector_from_links": "sequence<string>",
+        "vector_to_links": "sequence<string>",
+        "vector_weight": "double",
+    }.items() <= _fields(psrv.RetargetMotion.Request).items()
     assert _fields(psrv.RetargetMotion.Response)["trajectory"] == "trajectory_msgs/JointTrajectory"
 
 
@@ -209,7 +215,13 @@ def test_round_trip_serialisation():
     assert back.obstacles[0].dimensions.tolist() == [0.1]
 
     rt = psrv.RetargetMotion.Request(
-        link_names=["panda_hand"], steps=[pmsg.Keypoints(points=[Point(x=0.1)])], dt=1 / 30
+        link_names=["panda_hand"],
+        steps=[pmsg.Keypoints(points=[Point(x=0.1)])],
+        dt=1 / 30,
+        vector_from_links=["panda_link4"],
+        vector_to_links=["panda_hand"],
+        vector_weight=2.5,
     )
     back = deserialize_message(serialize_message(rt), psrv.RetargetMotion.Request)
     assert math.isclose(back.dt, 1 / 30) and back.steps[0].points[0].x == 0.1
+    assert list(back.vector_from_links) == ["panda_link4"] and back.vector_weight == 2.5

@@ -315,13 +315,23 @@ def retarget_request(planner: Planner, request, seed: np.ndarray, frames, log):
         raise RequestError(
             ErrorCode.INVALID_REQUEST, f"link_weights must be {len(links)} finite values >= 0"
         )
+    pairs, vector_weight = vector_pairs(model, request, links)
+    if not pairs and weights is not None and not np.any(weights > 0):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST,
+            "link_weights are all 0 and there are no vectors (vector_from_links / "
+            "vector_to_links): nothing to follow",
+        )
     smoothness = float(request.smoothness_weight) or 1.0
     if not (math.isfinite(smoothness) and smoothness > 0):
         raise RequestError(
             ErrorCode.INVALID_REQUEST, f"smoothness_weight must be > 0, got {smoothness}"
         )
     active = model.active_joints(request.active_joints) if request.active_joints else None
-    log(f"retarget_motion: {len(request.steps)} steps x {len(links)} links")
+    log(
+        f"retarget_motion: {len(request.steps)} steps x {len(links)} links"
+        + (f", {len(pairs)} link-to-link vectors" if pairs else "")
+    )
     with planner.lock:
         result, errors = retarget(
             planner.optimizer,
@@ -331,8 +341,45 @@ def retarget_request(planner: Planner, request, seed: np.ndarray, frames, log):
             link_weights=weights,
             smoothness=smoothness,
             active_joints=None if active is None else tuple(active),
+            vector_pairs=pairs,
+            vector_weight=vector_weight,
         )
     return result, errors, dt
+
+
+def vector_pairs(model: LoadedModel, request, links: list[str]):
+    """The link-to-link vectors of a RetargetMotion request as index pairs into ``links``
+    (from, to), and their weight (0 = 1.0)."""
+    sources, targets = list(request.vector_from_links), list(request.vector_to_links)
+    if len(sources) != len(targets):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST,
+            f"{len(sources)} vector_from_links but {len(targets)} vector_to_links "
+            "(one pair of links per vector)",
+        )
+    pairs = []
+    for v, (source, target) in enumerate(zip(sources, targets)):
+        for field, link in (("vector_from_links", source), ("vector_to_links", target)):
+            model.check_link(link, f"{field}[{v}]")
+            if link not in links:
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{field}[{v}] '{link}' is not one of link_names ({', '.join(links)}): "
+                    "vectors join keypoint links",
+                )
+        if source == target:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"vector {v} goes from '{source}' to itself: give two different links",
+            )
+        pairs.append((links.index(source), links.index(target)))
+    weight = float(request.vector_weight) or 1.0
+    if not (math.isfinite(weight) and weight > 0):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST,
+            f"vector_weight must be finite and >= 0 (0 = 1.0), got {request.vector_weight}",
+        )
+    return tuple(pairs), weight
 
 
 def timed_at(path: np.ndarray, dt: float) -> timing.TimedPath:
