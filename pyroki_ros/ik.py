@@ -793,14 +793,22 @@ class IKSolver:
         self, out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
     ) -> IKResult:
         """IKResult from answer records (count, width), reshaped to ``batch``."""
+        if batch == ():  # a single problem: views and Python scalars, no reshapes
+            record = np.asarray(out[0], np.float64)
+            values = record.tolist()
+            return IKResult(
+                q=self.into_limits(record[columns["q"]]),
+                success=np.bool_(values[columns["success"].start] > 0.5),
+                position_error=record[columns["pos"]],
+                orientation_error=record[columns["rot"]],
+                iterations=np.int64(values[columns["iterations"].start]),
+                solve_seconds=seconds,
+                cost=np.float64(values[columns["cost"].start]),
+                timed_out=timed_out,
+            )
         out = np.asarray(out, np.float64)  # one conversion for every field
-        if batch == ():  # a single problem: plain views, no reshapes
-            record = out[0]
-            field = lambda name: record[columns[name]]
-            scalar = lambda name: record[columns[name].start]
-        else:
-            field = lambda name: out[:, columns[name]].reshape(*batch, -1)
-            scalar = lambda name: out[:, columns[name].start].reshape(batch)
+        field = lambda name: out[:, columns[name]].reshape(*batch, -1)
+        scalar = lambda name: out[:, columns[name].start].reshape(batch)
         return IKResult(
             # float32 limits can round past the float64 ones: clip on the host in float64.
             q=self.into_limits(field("q")),
@@ -847,7 +855,8 @@ class PoseSolver:
         self._direct = settings.rest_weight == 0  # a rest bias needs solve()'s polish stage
         self._tail = np.concatenate(
             [template.axis, template.local_point, template.local_axis, template.weights]
-        )
+        ).tolist()
+        self._center = solver._center.tolist()
         self._program = solver.program((_structure(template),), 1)
         self._n = solver.robot.n_joints
         self._columns = _answer_columns(self._n, 1)
@@ -857,10 +866,9 @@ class PoseSolver:
 
         A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
         """
-        target = np.asarray(target, np.float64)
         if (
             not self._direct
-            or target.shape != (7,)
+            or np.shape(target) != (7,)
             or (seed is not None and np.shape(seed) != (self._n,))
         ):
             return self._solver.solve(
@@ -874,18 +882,21 @@ class PoseSolver:
                 seed=seed,
                 **self._options,
             )
-        norm = math.sqrt(target[0] ** 2 + target[1] ** 2 + target[2] ** 2 + target[3] ** 2)
+        # Python floats: for one short row, cheaper than numpy's per-call set-up (see
+        # objectives._all_finite).
+        w, x, y, z, *position = np.asarray(target, np.float64).tolist()
+        norm = math.sqrt(w * w + x * x + y * y + z * z)
         if not norm > 1e-9:
             raise ValueError("target quaternion is zero or not finite")
         seed = (
-            self._solver._center
+            self._center
             if seed is None
-            else self._solver.into_limits(np.asarray(seed, np.float64))
+            else self._solver.into_limits(np.asarray(seed, np.float64)).tolist()
         )
-        target = np.concatenate([target[:4] / norm, target[4:]])
-        params = np.concatenate([seed, target, self._tail], dtype=self._solver._dtype)[None]
-        if not np.isfinite(params).all():
+        row = [*seed, w / norm, x / norm, y / norm, z / norm, *position]
+        if not all(map(math.isfinite, row)):
             raise ValueError("target or seed contain NaN or infinite values")
+        params = np.array([row + self._tail], self._solver._dtype)
         start = time.perf_counter()
         out = np.asarray(self._program(params, self._settings))
         return self._solver._result(out, self._columns, (), time.perf_counter() - start)

@@ -785,6 +785,45 @@ def test_new_single_target_values_never_recompile(panda):
     )
 
 
+def test_pose_solver_answers_like_solve_and_checks_its_input(panda):
+    """The prepared single-target path: the same compiled program as solve() for one pose,
+    answers checked with the reference FK, bad input refused, no new compilation per target."""
+    solver = panda.solver
+    prepared = solver.pose_solver("panda_hand", active_joints=PANDA_ARM)
+    rng = np.random.default_rng(18)
+    poses = _pose_problems(panda, 6, 18)
+    seeds = panda.ref.random(rng, 6)
+    seeds[0] = np.nan  # replaced below: the first call uses the default seed
+    results = [prepared(poses[0])]
+    before = compiled(solver)
+    results += [prepared(pose, seed=seed) for pose, seed in zip(poses[1:], seeds[1:])]
+    assert compiled(solver) == before
+    check_result([Spec("pose", "panda_hand")], panda, _stack(results), [{"pose": poses}])
+    for r in results:
+        assert r.q.shape == (8,) and r.success.shape == () and r.position_error.shape == (1,)
+        assert isinstance(r.iterations, np.integer) and r.iterations >= 1
+    # the same problem through solve(): the same answer
+    again = solver.solve(O.pose("panda_hand", poses[1]), seed=seeds[1], active_joints=PANDA_ARM)
+    np.testing.assert_allclose(results[1].q, again.q, atol=1e-6)
+    # a quaternion that is not unit length is normalised, as O.pose does
+    scaled = poses[2].copy()
+    scaled[:4] *= 3.0
+    np.testing.assert_allclose(prepared(scaled, seed=seeds[2]).q, results[2].q, atol=1e-6)
+    # the inactive finger joint stays at the (float32) seed
+    np.testing.assert_array_equal(results[3].q[7:], seeds[3][7:].astype(np.float32))
+    # a batch of targets goes through solve()
+    batch = prepared(poses[:3])
+    assert batch.q.shape == (3, 8) and bool(np.all(batch.success))
+    for target, seed, match in (
+        (np.array([0.0, 0, 0, 0, 0.3, 0, 0.5]), None, "quaternion"),
+        (np.array([1.0, 0, 0, 0, np.nan, 0, 0.5]), None, "NaN"),
+        (np.array([1.0, 0, 0, 0, 0.3, 0, np.inf]), None, "NaN"),
+        (poses[0], np.full(8, np.nan), "NaN"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            prepared(target, seed=seed)
+
+
 def _stack(results):
     """IKResults of single problems -> one with a (len,) batch."""
     fields = ("q", "success", "position_error", "orientation_error", "iterations")
