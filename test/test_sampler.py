@@ -135,6 +135,48 @@ def test_best_of_k_reduces_error(four):
     assert np.mean(errors) < 0.5 * np.mean(raw)
 
 
+def test_fused_best_samples_picks_the_lowest_error_sample(four):
+    # best_samples draws, FK-ranks and picks in one compiled program (batch padded to a
+    # bucket): among exactly the samples sample() draws, it must return the one that the
+    # independent float64 reference FK ranks lowest, for a batch, one target and no batch.
+    targets = polar_targets(30, (0.3, 0.8), seed=13)
+    for batch in (targets, targets[:20], targets[3]):
+        q = four.sample(batch, 32, seed=14)  # (..., 32, 4)
+        best, score = best_samples(four, batch, 32, seed=14)
+        assert best.shape == batch.shape[:-1] + (4,) and score.shape == batch.shape[:-1]
+        errors = reference_errors(FOUR, q, batch[..., None, :])  # (..., 32)
+        distance = np.abs(q - best[..., None, :]).max(-1)
+        assert np.all(distance.min(-1) < 1e-5), "a returned configuration is not a sample"
+        picked = distance.argmin(-1)
+        picked_error = np.take_along_axis(errors, picked[..., None], -1)[..., 0]
+        order = np.sort(errors, axis=-1)
+        np.testing.assert_allclose(picked_error, order[..., 0], atol=2e-5)
+        np.testing.assert_allclose(score, order[..., 0], atol=2e-5)
+        # Where no float32 near-tie: exactly the reference's choice.
+        clear = order[..., 1] - order[..., 0] > 1e-5
+        np.testing.assert_array_equal(picked[clear], errors.argmin(-1)[clear])
+        assert batch.ndim == 1 or clear.mean() > 0.5
+    # 30 and 20 targets share the padded bucket (128): two compiles, with the single target.
+    assert four.programs[("best", 32, False)]._cache_size() == 2
+
+
+def test_best_samples_keeps_a_better_incumbent(four):
+    model = parse_urdf(FOUR)
+    q_true = np.array([[0.3, -0.5, 0.8, 0.2], [-1.0, 0.6, 0.4, -0.3]])
+    targets = np.array([reference_fk(model, qi)["tip"][:3, 3] for qi in q_true])
+    # An exact solution as incumbent wins (and comes back exactly as given, float64) ...
+    best, score = best_samples(four, targets, 16, incumbent=q_true)
+    np.testing.assert_array_equal(best, q_true)
+    assert np.all(score < 1e-5)
+    # ... a far-off one loses to the best sample.
+    far = q_true + np.array([2.5, 0.0, 0.0, 0.0])
+    best, score = best_samples(four, targets, 16, incumbent=far)
+    samples, samples_score = best_samples(four, targets, 16)
+    np.testing.assert_array_equal(best, samples)
+    np.testing.assert_array_equal(score, samples_score)
+    np.testing.assert_allclose(score, reference_errors(FOUR, best, targets), atol=2e-5)
+
+
 def test_paths_are_smooth_and_follow_the_targets(two):
     t = np.linspace(0, 1, 25)
     targets = np.stack([0.5 + 0.2 * t, -0.2 + 0.4 * t, 0 * t], axis=1)

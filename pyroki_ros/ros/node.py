@@ -81,6 +81,8 @@ from .model import MAX_RESTARTS, LoadedModel, SolveSettings
 NODE_NAME = "pyroki_ros_node"
 # After this long without a teleop output, the next goal starts again from /joint_states.
 TELEOP_RESYNC_SECONDS = 1.0
+# Samples the learned IK sampler (sampler_checkpoint) draws per ~/solve_ik request.
+SAMPLER_SEEDS = 8
 # Until a first robot_description arrives, check this often why not (see _check_description).
 DESCRIPTION_WATCHDOG_SECONDS = 5.0
 
@@ -612,7 +614,10 @@ class PyrokiRosNode(Node):
             sampler = IKSampler.load(os.path.expanduser(path), model.robot)
             if sampler.spec.base != model.root_link:
                 raise ValueError(f"its base '{sampler.spec.base}' is not the root link")
-            sampler.sample(np.zeros(3 if sampler.spec.mode == "position" else 7), 8)  # compile
+            from pyroki_ros.sampler.seeding import best_samples
+
+            target = np.zeros(3) if sampler.spec.mode == "position" else np.eye(1, 7)[0]
+            best_samples(sampler, target, SAMPLER_SEEDS, incumbent=sampler.rest)  # compile
         except (ValueError, OSError, KeyError) as e:
             self.get_logger().error(f"sampler_checkpoint '{path}' not used: {e}")
             return
@@ -638,13 +643,13 @@ class PyrokiRosNode(Node):
             or o.kind not in (("pose", "position") if spec.mode == "position" else ("pose",))
         ):
             return seed
-        from pyroki_ros.sampler.seeding import ORIENTATION_WEIGHT, best_samples
+        from pyroki_ros.sampler.seeding import best_samples
 
         target = np.asarray(o.target, np.float64)
         target = target[4:] if spec.mode == "position" else target
-        best, score = best_samples(sampler, target, k=8)
-        position, orientation = sampler.errors(target, seed)
-        if float(score) >= float(position + ORIENTATION_WEIGHT * orientation):
+        # One compiled program draws, ranks (the seed among them) and picks.
+        best, _ = best_samples(sampler, target, k=SAMPLER_SEEDS, incumbent=seed)
+        if np.array_equal(best, seed):  # no sample is closer than the seed
             return seed
         q = seed.copy()
         chain = list(spec.chain)

@@ -98,25 +98,26 @@ def pose_errors(spec: SamplerSpec, targets: jax.Array, poses: jax.Array):
     return position_error, 2 * jnp.arccos(jnp.clip(dot, 0.0, 1.0))
 
 
-def _sample_joint(key, logits, means, log_scales, temperature, low, high):
+def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high):
     """One draw from a mixture over one joint, restricted to [low, high] (normalized units).
 
     The component is picked by its mass inside the window, then the value by the inverse CDF
     of that component truncated to the window, so a window (path following) never rejects.
+    ``uniforms`` (..., 2) in (0, 1): the first picks the component (inverse CDF of the
+    component weights), the second the value.
     """
     scales = jnp.exp(log_scales) * temperature
     low_, high_ = low[..., None], high[..., None]
     cdf_low = jax.scipy.special.ndtr((low_ - means) / scales)
     cdf_high = jax.scipy.special.ndtr((high_ - means) / scales)
     mass = cdf_high - cdf_low
-    pick_key, value_key = jax.random.split(key)
-    choice_logits = jax.nn.log_softmax(logits, -1) + jnp.log(mass + 1e-30)
-    k = jax.random.categorical(pick_key, choice_logits, axis=-1)[..., None]
+    cumulative = jnp.cumsum(jax.nn.softmax(logits, -1) * (mass + 1e-30), axis=-1)
+    pick = uniforms[..., :1] * cumulative[..., -1:]
+    k = jnp.minimum(jnp.sum(cumulative < pick, axis=-1), logits.shape[-1] - 1)[..., None]
     take = lambda x: jnp.take_along_axis(x, k, axis=-1)[..., 0]
     mean, scale = take(means), take(scales)
     lo, hi, mass_k = take(cdf_low), take(cdf_high), take(mass)
-    uniform = jax.random.uniform(value_key, mean.shape, mean.dtype, 1e-6, 1 - 1e-6)
-    p = jnp.clip(lo + uniform * (hi - lo), 1e-7, 1 - 1e-7)
+    p = jnp.clip(lo + uniforms[..., 1] * (hi - lo), 1e-7, 1 - 1e-7)
     value = mean + scale * jax.scipy.special.ndtri(p)
     # All mass of the component outside the window (float32 CDF of 0 or 1): nearest edge.
     value = jnp.where(mass_k > 1e-6, value, mean)
@@ -152,11 +153,13 @@ def sample_normalized(
     n_targets, k = low.shape[:2]
     u = jnp.zeros((n_targets, k, config.n_joints), c.dtype)
     c_k = jnp.broadcast_to(c[:, None], (n_targets, k, c.shape[-1]))
-    keys = jax.random.split(key, config.n_joints)
+    # Every random number of the draw at once: one generator call instead of a few per joint
+    # (each is a separate loop of small kernels on a CPU, a large share of a small draw).
+    uniforms = jax.random.uniform(key, (*u.shape, 2), c.dtype, 1e-6, 1 - 1e-6)
     for j in range(config.n_joints):
         logits, means, log_scales = m.joint_mixture(config, weights, c_k, u, j, half_span(spec))
         value = _sample_joint(
-            keys[j], logits, means, log_scales, temperature, low[..., j], high[..., j]
+            uniforms[..., j, :], logits, means, log_scales, temperature, low[..., j], high[..., j]
         )
         u = u.at[..., j].set(value)
     return u
@@ -221,6 +224,8 @@ class IKSampler:
     spec: SamplerSpec
     params: m.Params
     robot: Robot
+    # Compiled programs built for this sampler (seeding.py's fused best-of-K), by key.
+    programs: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rest(self) -> np.ndarray:

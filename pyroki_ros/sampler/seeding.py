@@ -4,6 +4,8 @@ Two ways, both without touching the solver's compiled loop:
 
 * ``"best"``: draw K samples per target, rank them by their FK error (one cheap batched FK),
   and start the solver from the best one; the solver's own restarts remain the fallback.
+  Drawing, ranking and picking are one compiled program per (sampler, K), with the batch
+  padded to the solver's bucket sizes, so a call is one dispatch and one copy back.
 * ``"all"``: solve every target from each of its K samples (one batched (N, K) solve with a
   budget of one attempt per sample) and keep the best answer per target.
 """
@@ -11,14 +13,17 @@ Two ways, both without touching the solver's compiled loop:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Literal
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import objectives as obj
-from ..ik import IKResult, IKSolver
-from .core import IKSampler
+from ..ik import IKResult, IKSolver, _bucket
+from .core import IKSampler, _sample, pose_errors, tip_pose
 
 Strategy = Literal["best", "all"]
 ORIENTATION_WEIGHT = 0.1  # m per rad when ranking pose samples, as objectives.pose weighs them
@@ -35,17 +40,97 @@ def objective_for(sampler: IKSampler, targets) -> obj.Objective:
 
 
 def best_samples(
-    sampler: IKSampler, targets, k: int = 8, *, seed: int = 0, temperature: float = 1.0
+    sampler: IKSampler,
+    targets,
+    k: int = 8,
+    *,
+    seed: int = 0,
+    temperature: float = 1.0,
+    incumbent=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The lowest-error of ``k`` samples per target: (q (*batch, n_all), error (*batch,)),
-    error = position error + 0.1 m/rad x orientation error."""
-    targets = np.asarray(targets, np.float32)
-    q = sampler.sample(targets, k, seed=seed, temperature=temperature)  # (*batch, k, n_all)
-    position, orientation = sampler.errors(targets[..., None, :], q)
-    score = position + ORIENTATION_WEIGHT * orientation
-    best = np.argmin(score, axis=-1)
-    pick = lambda x: np.take_along_axis(x, best[..., None, None], axis=-2)[..., 0, :]
-    return pick(q), np.take_along_axis(score, best[..., None], axis=-1)[..., 0]
+    error = position error + 0.1 m/rad x orientation error (float32 FK).
+
+    The samples are those of ``sampler.sample(targets, k, seed=seed, temperature=...)``;
+    drawing, ranking and picking run as one compiled program (per sampler and ``k``; batch
+    sizes padded to the solver's buckets).
+
+    ``incumbent`` (*batch, n_all), optional: a configuration per target that competes with
+    the samples (ranked the same way) and is returned, exactly as given, where no sample has
+    a lower error (the node's current seed).
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    targets = sampler._targets(targets)
+    batch = targets.shape[:-1]
+    n = sampler.robot.n_joints
+    flat = targets.reshape(-1, targets.shape[-1])
+    count = flat.shape[0]
+    current = None
+    if incumbent is not None:
+        current = np.broadcast_to(np.asarray(incumbent), (*batch, n)).reshape(-1, n)
+        if not np.isfinite(current).all():
+            raise ValueError("incumbent contains NaN or infinite values")
+    if count == 0:
+        return np.zeros((*batch, n), np.float32), np.zeros(batch, np.float32)
+    size = _bucket(count)
+    pad = lambda x: np.concatenate([x, np.repeat(x[-1:], size - count, 0)]) if size > count else x
+    args = [pad(flat)]  # padded with copies of the last target: no compile per batch size
+    if current is not None:
+        args.append(pad(current.astype(np.float32)))
+    program = _best_program(sampler, k, current is not None)
+    out = np.asarray(program(*args, _key(seed), np.float32(temperature)))[:count]
+    q, score = out[:, :n], out[:, n]
+    if current is not None:
+        kept = out[:, n + 1] == 0  # column n + 1: index of the winner, 0 = the incumbent
+        q = np.where(kept[:, None], current, q)
+    return q.reshape(*batch, n), score.reshape(batch)
+
+
+@functools.lru_cache(maxsize=256)
+def _int_key(seed: int) -> np.ndarray:
+    return np.asarray(jax.random.PRNGKey(seed))
+
+
+def _key(seed) -> np.ndarray:
+    """The PRNG key ``sampler.sample`` makes from ``seed``, as a host array (a key made on
+    the device per call costs a dispatch)."""
+    if isinstance(seed, int | np.integer):
+        return _int_key(int(seed))
+    return np.asarray(seed)
+
+
+def _best_program(sampler: IKSampler, k: int, with_incumbent: bool):
+    """One jitted program: draw ``k`` samples per target, FK-rank them (after the incumbent,
+    when given), return the best configuration, its error and its index per target, packed
+    as (N, n_all + 2)."""
+    key = ("best", k, with_incumbent)
+    program = sampler.programs.get(key)
+    if program is None:
+        spec, robot, params = sampler.spec, sampler.robot, sampler.params
+        rest = jnp.asarray(sampler.rest, jnp.float32)
+
+        def score_of(targets, q):
+            position, orientation = pose_errors(
+                spec, targets, tip_pose(robot, spec.tip, spec.base, q)
+            )
+            return position + ORIENTATION_WEIGHT * orientation
+
+        def best(targets, *inputs):
+            *current, prng_key, temperature = inputs
+            q = robot.clip(_sample(spec, params, rest, targets, prng_key, temperature, k))
+            score = score_of(targets[:, None], q)  # (N, k)
+            if current:  # the incumbent first: it wins ties, as the node always did
+                q = jnp.concatenate([current[0][:, None], q], axis=1)
+                score = jnp.concatenate([score_of(targets, current[0])[:, None], score], 1)
+            i = jnp.argmin(score, axis=-1)
+            q_best = jnp.take_along_axis(q, i[:, None, None], axis=1)[:, 0]
+            score_best = jnp.take_along_axis(score, i[:, None], axis=1)
+            index = i[:, None].astype(score.dtype)
+            return jnp.concatenate([q_best, score_best, index], axis=-1)  # one copy back
+
+        program = sampler.programs.setdefault(key, jax.jit(best))
+    return program
 
 
 def seeded_solve(

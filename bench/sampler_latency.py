@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Single-target latency of seeding the IK solver from a learned sampler.
+
+Times, one target per call (the node's case), ``best_samples`` (draw K samples, rank them by
+FK error, return the best) and ``seeded_solve(strategy="best")`` (the same, then the solver
+from that seed), next to the solver's own strategy. Every call is timed on its own; the
+figures are the minimum and the median over ``--calls`` calls spread over ``--targets``
+targets (timeit-style: the minimum is the cost without interference from other jobs, the
+median what a caller sees on this shared machine). Targets: tip positions or poses of uniform
+random chain configurations (fixed seed), as in bench/sampler_benchmark.py.
+
+Example (repository root)::
+
+    nice -n 10 .venv/bin/python bench/sampler_latency.py --model /tmp/panda_position.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import jax
+import numpy as np
+
+from pyroki_ros import Robot
+from pyroki_ros.ik import IKSolver
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.sampler import IKSampler
+from pyroki_ros.sampler.core import tip_pose
+from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
+
+
+def targets_for(sampler: IKSampler, n: int, seed: int) -> np.ndarray:
+    robot, spec = sampler.robot, sampler.spec
+    q = np.tile(sampler.rest, (n, 1))
+    random = np.asarray(robot.random_configurations(jax.random.PRNGKey(seed), (n,)))
+    q[:, list(spec.chain)] = random[:, list(spec.chain)]
+    pose = np.asarray(jax.jit(tip_pose, static_argnums=(1, 2))(robot, spec.tip, spec.base, q))
+    return pose[:, 4:] if spec.mode == "position" else pose
+
+
+def timings(run, targets, calls: int) -> dict:
+    for t in targets[:3]:
+        run(t)  # compile and warm
+    seconds = []
+    for i in range(calls):
+        t = targets[i % len(targets)]
+        start = time.perf_counter()
+        run(t)
+        seconds.append(time.perf_counter() - start)
+    seconds = np.asarray(seconds) * 1e3
+    return {
+        "min_ms": float(seconds.min()),
+        "median_ms": float(np.median(seconds)),
+        "p95_ms": float(np.percentile(seconds, 95)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="sampler checkpoint (.npz)")
+    parser.add_argument("--urdf", default="panda")
+    parser.add_argument("-k", type=int, default=16)
+    parser.add_argument("--targets", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+
+    urdf = str(urdf_path(args.urdf)) if args.urdf in ("panda", "ur5") else args.urdf
+    robot = Robot.from_urdf(urdf)
+    sampler = IKSampler.load(args.model, robot)
+    solver = IKSolver(robot)
+    targets = targets_for(sampler, args.targets, seed=2024)
+    active = [robot.joint_names[i] for i in sampler.spec.chain]
+    k = args.k
+    runs = {
+        f"best_samples k={k}": lambda t: best_samples(sampler, t, k),
+        "solver restarts": lambda t: solver.solve(objective_for(sampler, t), active_joints=active),
+        f"seeded_solve best of {k}": lambda t: seeded_solve(
+            solver, sampler, t, k=k, strategy="best", active_joints=active
+        ),
+    }
+    results = {
+        "machine": f"{platform.processor() or platform.machine()}, {jax.devices()[0].platform}",
+        "args": vars(args),
+        "mode": sampler.spec.mode,
+    }
+    for name, run in runs.items():
+        results[name] = timings(run, targets, args.calls)
+        row = results[name]
+        print(
+            f"{name:28s} min {row['min_ms']:.3f} ms  median {row['median_ms']:.3f} ms  "
+            f"p95 {row['p95_ms']:.3f} ms",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
