@@ -855,20 +855,37 @@ class TrajectoryOptimizer:
         tip: str | None = None,
         world: col.World | None = None,
         num_steps: int = 64,
+        replan_failures: bool = True,
         **options,
     ) -> list[PlanResult]:
         """Plans many start/goal pairs in one batched solve (one compiled program, ``vmap``
         over the pairs: parallel on a GPU): straight-line start paths, no restarts.
+
+        The batch alone has none of :meth:`plan`'s fallbacks (other IK goal configurations,
+        bent start paths, raised weights), so some pairs may fail that :meth:`plan` solves.
+        With ``replan_failures`` (default) every pair the batch left unsuccessful is planned
+        again with :meth:`plan` (same world, ``num_steps`` and options; the pose goal as
+        ``obj.pose(tip, goal)``, or the joint goal), and the better result is kept: a
+        successful re-plan replaces the failure; when both fail, the one closer to success by
+        :meth:`plan`'s own ranking (clearance, then goal error, then cost). Cost: one
+        :meth:`plan` per failed pair, one after the other on the host after the batch (on a
+        CPU typically 0.02-2 s each; the first also compiles :meth:`plan`'s programs for this
+        ``num_steps`` if nothing did before). A pair whose start lies outside the joint
+        limits (which :meth:`plan` refuses) keeps its batch result. The message of a re-planned
+        pair ends in " (re-planned alone)", or " (re-planned alone: no better)" where the
+        batch's result was kept. ``replan_failures=False``: the batch alone.
 
         Args:
             starts: (B, n) start configurations.
             goals: (B, n) goal configurations, or with ``tip`` (B, 7) wxyz_xyz poses of that
                 link (goal configurations by one batched IK solve from the starts first).
             tip: the link of pose goals (None: joint goals).
+            replan_failures: re-plan the batch's failures one by one (see above).
             **options: as for :meth:`optimize`.
 
         Returns:
-            one PlanResult per pair (``solve_seconds`` = the whole batch's time).
+            one PlanResult per pair; ``solve_seconds`` of every result is the whole call's
+            time (the batch and any re-plans).
         """
         clock = time.perf_counter()
         n = self.robot.n_joints
@@ -906,6 +923,22 @@ class TrajectoryOptimizer:
         paths = starts[:, None] + knots * (goal_q - starts)[:, None]
         options.setdefault("early_stop", EARLY_STOP)
         results = self.optimize(paths, objectives, world=world, free=free, each=True, **options)
+        if replan_failures:
+            slack = 1e-3  # as plan(): a measured start may sit a little past a limit
+            inside = np.all((starts >= self._lower - slack) & (starts <= self._upper + slack), -1)
+            for i, batched in enumerate(results):
+                if batched.success or not inside[i]:
+                    continue
+                goal = obj.pose(tip, goals[i]) if tip is not None else goal_q[i]
+                alone = self.plan(starts[i], goal, world=world, num_steps=t_count, **options)
+                if _better(alone, batched):  # success first: a successful re-plan always wins
+                    results[i] = dataclasses.replace(
+                        alone, message=f"{alone.message} (re-planned alone)"
+                    )
+                else:
+                    results[i] = dataclasses.replace(
+                        batched, message=f"{batched.message} (re-planned alone: no better)"
+                    )
         seconds = time.perf_counter() - clock
         return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
 

@@ -372,6 +372,19 @@ def test_unreachable_goal_returns_the_closest_path_with_success_false(panda):
     assert plan.position_errors[0] > 1.0
 
 
+def _check_batch_plan(model, obstacles, case, plan) -> None:
+    """The path starts at the start, stays within the limits and, when it claims success,
+    holds up to the independent check (dense clearance, goal error by the reference FK)."""
+    np.testing.assert_allclose(plan.path[0], case.start, atol=1e-6)
+    assert check.within_limits(plan.path)
+    if plan.success:
+        world_min, self_min = check.path_clearance(model, plan.path, obstacles, samples=10)
+        assert world_min > 0 and self_min > 0
+        target = make_transform(quat_wxyz_to_matrix(case.goal_pose[:4]), case.goal_pose[4:])
+        p_err, r_err = pose_errors(target, check.link_pose(plan.path[-1], "panda_hand"))
+        assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
+
+
 def test_plan_batch_solves_many_pairs_in_one_call(panda):
     robot, spheres, planner, model = panda
     rng = np.random.default_rng(8)
@@ -379,24 +392,45 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
     cases = scenes.feasible_cases(robot, spheres, world, "panda_hand", 4, rng)
     starts = np.stack([c.start for c in cases])
     goals = np.stack([c.goal_pose for c in cases])
-    results = planner.plan_batch(starts, goals, tip="panda_hand", world=world, num_steps=STEPS)
+    results = planner.plan_batch(
+        starts, goals, tip="panda_hand", world=world, num_steps=STEPS, replan_failures=False
+    )
     assert len(results) == len(cases)
     obstacles = _obstacles_kwargs(world)
     for case, plan in zip(cases, results):
-        np.testing.assert_allclose(plan.path[0], case.start, atol=1e-6)
-        assert check.within_limits(plan.path)
-        if plan.success:  # a success claim must hold up to the independent check
-            world_min, self_min = check.path_clearance(model, plan.path, obstacles, samples=10)
-            assert world_min > 0 and self_min > 0
-            target = make_transform(quat_wxyz_to_matrix(case.goal_pose[:4]), case.goal_pose[4:])
-            p_err, r_err = pose_errors(target, check.link_pose(plan.path[-1], "panda_hand"))
-            assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
+        _check_batch_plan(model, obstacles, case, plan)
     assert sum(r.success for r in results) >= 3
     # Joint goals: the last knot is each pair's own goal.
     joint_goals = np.stack([c.goal for c in cases])
     results = planner.plan_batch(starts, joint_goals, world=world, num_steps=STEPS)
     for goal, plan in zip(joint_goals, results):
         np.testing.assert_allclose(plan.path[-1], goal, atol=1e-6)
+
+
+def test_plan_batch_replans_the_batch_failures_one_by_one(panda):
+    robot, spheres, planner, model = panda
+    rng = np.random.default_rng(13)  # 10 obstacles: the batch alone fails 2 of these 4 pairs
+    world = scenes.random_obstacles(rng, 10)
+    cases = scenes.feasible_cases(robot, spheres, world, "panda_hand", 4, rng)
+    starts = np.stack([c.start for c in cases])
+    goals = np.stack([c.goal_pose for c in cases])
+    alone = planner.plan_batch(
+        starts, goals, tip="panda_hand", world=world, num_steps=STEPS, replan_failures=False
+    )
+    assert not all(r.success for r in alone), "the batch solves every pair: pick another seed"
+    assert not any("re-planned" in r.message for r in alone)
+    results = planner.plan_batch(starts, goals, tip="panda_hand", world=world, num_steps=STEPS)
+    obstacles = _obstacles_kwargs(world)
+    for case, batched, plan in zip(cases, alone, results):
+        assert plan.success, plan.message
+        _check_batch_plan(model, obstacles, case, plan)
+        if batched.success:  # untouched: the batch's own result
+            np.testing.assert_array_equal(plan.path, batched.path)
+            assert plan.message == batched.message == "ok"
+        else:
+            assert plan.message == "ok (re-planned alone)"
+    # One clock for the whole call, re-plans included.
+    assert len({r.solve_seconds for r in results}) == 1
 
 
 def test_retargeting_by_link_to_link_vectors_transfers_the_motion_shape(panda):
