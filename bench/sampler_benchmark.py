@@ -19,7 +19,10 @@ Examples (repository root)::
 
     .venv/bin/python bench/sampler_benchmark.py --robots arm4 --train-seconds 120
     .venv/bin/python bench/sampler_benchmark.py --robots panda --train-seconds 900 \\
-        --models /tmp/sampler_models --markdown /tmp/sampler.md
+        --models /tmp/sampler_models --json /tmp/sampler.json
+    # pose targets (position + orientation; orientation errors, % within 10 degrees)
+    .venv/bin/python bench/sampler_benchmark.py --robots panda --mode pose \\
+        --train-seconds 600 --models /tmp/sampler_models --json /tmp/sampler_pose.json
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import time
 from pathlib import Path
@@ -80,6 +84,7 @@ def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) 
         "within_10cm": 100 * float((pos < 0.1).mean()),
         "rot_mean_deg": math.degrees(float(rot.mean())),
         "rot_median_deg": math.degrees(float(np.median(rot))),
+        "rot_within_10deg": 100 * float((rot < math.radians(10)).mean()),
         "spread_rad": float(q[..., chain].std(axis=1).mean()),
         "clusters": float(np.mean(n_clusters)),
     }
@@ -144,7 +149,9 @@ def main() -> None:
     args = parser.parse_args()
 
     results = {
-        "machine": f"{platform.processor() or platform.machine()}, {jax.devices()[0].platform}",
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{jax.devices()[0].platform}, load average at start {os.getloadavg()[0]:.2f}",
         "args": vars(args),
         "robots": {},
     }
@@ -192,7 +199,10 @@ def main() -> None:
             "pos_mean_cm": 100 * float(pos.mean()),
             "pos_median_cm": 100 * float(np.median(pos)),
             "within_1cm": 100 * float((pos < 0.01).mean()),
+            "within_10cm": 100 * float((pos < 0.1).mean()),
             "rot_mean_deg": math.degrees(float(rot.mean())),
+            "rot_median_deg": math.degrees(float(np.median(rot))),
+            "rot_within_10deg": 100 * float((rot < math.radians(10)).mean()),
         }
         row["solver"] = solver_stats(sampler, targets, args.k, args.solver_targets)
         results["robots"][name] = row
