@@ -85,6 +85,7 @@ def run_batch(args, robot, spheres, model, check, world, cases, obstacles) -> di
             world=world,
             num_steps=args.batch_steps,
             replan_failures=replan,
+            batched=True,  # the vmapped solve (the GPU default), also on this CPU
         )
         return results, time.perf_counter() - t0
 

@@ -856,13 +856,20 @@ class TrajectoryOptimizer:
         world: col.World | None = None,
         num_steps: int = 64,
         replan_failures: bool = True,
+        batched: bool | None = None,
         **options,
     ) -> list[PlanResult]:
-        """Plans many start/goal pairs in one batched solve (one compiled program, ``vmap``
-        over the pairs: parallel on a GPU): straight-line start paths, no restarts.
+        """Plans many start/goal pairs: on a GPU in one batched solve (one compiled program,
+        ``vmap`` over the pairs, parallel), on a CPU one :meth:`plan` per pair (``batched``
+        None, the default, picks by device; True / False force either).
 
-        The batch alone has none of :meth:`plan`'s fallbacks (other IK goal configurations,
-        bent start paths, raised weights), so some pairs may fail that :meth:`plan` solves.
+        Why by device: a vmapped loop runs every pair until the slowest one stops and a CPU
+        gains no parallelism from it, so there it was ~20x slower than planning the pairs
+        one after the other (docs/benchmarks/trajopt.md), while a GPU runs the pairs at once.
+
+        The batched solve starts from straight-line paths, without restarts. Alone it has
+        none of :meth:`plan`'s fallbacks (other IK goal configurations, bent start paths,
+        raised weights), so some pairs may fail that :meth:`plan` solves.
         With ``replan_failures`` (default) every pair the batch left unsuccessful is planned
         again with :meth:`plan` (same world, ``num_steps`` and options; the pose goal as
         ``obj.pose(tip, goal)``, or the joint goal), and the better result is kept: a
@@ -881,6 +888,9 @@ class TrajectoryOptimizer:
                 link (goal configurations by one batched IK solve from the starts first).
             tip: the link of pose goals (None: joint goals).
             replan_failures: re-plan the batch's failures one by one (see above).
+            batched: the vmapped solve (True) or one :meth:`plan` per pair (False; a start
+                outside the joint limits then raises ValueError naming the pair); None: by
+                device.
             **options: as for :meth:`optimize`.
 
         Returns:
@@ -903,20 +913,34 @@ class TrajectoryOptimizer:
         if num_steps < 2:
             raise ValueError(f"num_steps must be >= 2, got {num_steps}")
         t_count = int(num_steps)
+        if tip is not None and goals.shape[1] != 7:
+            raise ValueError(f"pose goals of '{tip}' must have shape (B, 7) wxyz_xyz")
+        if tip is None and goals.shape[1] != n:
+            raise ValueError(f"joint goals must have shape (B, {n}); pose goals need tip")
+        if batched is None:
+            batched = self.device.platform != "cpu"
+        if not batched:
+            results = []
+            for i, start in enumerate(starts):
+                goal = obj.pose(tip, goals[i]) if tip is not None else goals[i]
+                try:
+                    results.append(
+                        self.plan(start, goal, world=world, num_steps=t_count, **options)
+                    )
+                except ValueError as e:
+                    raise ValueError(f"pair {i}: {e}") from None
+            seconds = time.perf_counter() - clock
+            return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
         free = np.ones((t_count, n))
         free[0] = 0.0
         objectives: tuple[obj.Objective, ...] = ()
         if tip is not None:
-            if goals.shape[1] != 7:
-                raise ValueError(f"pose goals of '{tip}' must have shape (B, 7) wxyz_xyz")
             goal_q = self.ik.solve(obj.pose(tip, goals), seed=starts).q
             mask = np.zeros((t_count, 1))
             mask[-1] = 1.0
             pose = obj.pose(tip, np.broadcast_to(goals[:, None], (len(goals), t_count, 7)))
             objectives = (dataclasses.replace(pose, weights=mask * np.asarray(pose.weights)),)
         else:
-            if goals.shape[1] != n:
-                raise ValueError(f"joint goals must have shape (B, {n}); pose goals need tip")
             goal_q = np.clip(goals, self._lower, self._upper)
             free[-1] = 0.0
         knots = np.linspace(0.0, 1.0, t_count)[None, :, None]

@@ -393,7 +393,13 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
     starts = np.stack([c.start for c in cases])
     goals = np.stack([c.goal_pose for c in cases])
     results = planner.plan_batch(
-        starts, goals, tip="panda_hand", world=world, num_steps=STEPS, replan_failures=False
+        starts,
+        goals,
+        tip="panda_hand",
+        world=world,
+        num_steps=STEPS,
+        replan_failures=False,
+        batched=True,
     )
     assert len(results) == len(cases)
     obstacles = _obstacles_kwargs(world)
@@ -402,9 +408,22 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
     assert sum(r.success for r in results) >= 3
     # Joint goals: the last knot is each pair's own goal.
     joint_goals = np.stack([c.goal for c in cases])
-    results = planner.plan_batch(starts, joint_goals, world=world, num_steps=STEPS)
+    results = planner.plan_batch(starts, joint_goals, world=world, num_steps=STEPS, batched=True)
     for goal, plan in zip(joint_goals, results):
         np.testing.assert_allclose(plan.path[-1], goal, atol=1e-6)
+    # On a CPU the default is one plan() per pair (a vmapped loop gains nothing there):
+    # the same answers as planning each pair alone.
+    assert planner.device.platform == "cpu"
+    sequential = planner.plan_batch(starts[:2], joint_goals[:2], world=world, num_steps=STEPS)
+    for case, goal, plan in zip(cases, joint_goals, sequential):
+        alone = planner.plan(case.start, goal, world=world, num_steps=STEPS)
+        np.testing.assert_allclose(plan.path, alone.path, atol=1e-9)
+        assert plan.success == alone.success
+        _check_batch_plan(model, obstacles, case, plan)
+    with pytest.raises(ValueError, match="pair 1: start is outside the joint limits"):
+        outside = starts[:2].copy()
+        outside[1, 0] = planner._upper[0] + 0.5
+        planner.plan_batch(outside, joint_goals[:2], world=world, num_steps=STEPS)
 
 
 def test_plan_batch_replans_the_batch_failures_one_by_one(panda):
@@ -415,11 +434,19 @@ def test_plan_batch_replans_the_batch_failures_one_by_one(panda):
     starts = np.stack([c.start for c in cases])
     goals = np.stack([c.goal_pose for c in cases])
     alone = planner.plan_batch(
-        starts, goals, tip="panda_hand", world=world, num_steps=STEPS, replan_failures=False
+        starts,
+        goals,
+        tip="panda_hand",
+        world=world,
+        num_steps=STEPS,
+        replan_failures=False,
+        batched=True,
     )
     assert not all(r.success for r in alone), "the batch solves every pair: pick another seed"
     assert not any("re-planned" in r.message for r in alone)
-    results = planner.plan_batch(starts, goals, tip="panda_hand", world=world, num_steps=STEPS)
+    results = planner.plan_batch(
+        starts, goals, tip="panda_hand", world=world, num_steps=STEPS, batched=True
+    )
     obstacles = _obstacles_kwargs(world)
     for case, batched, plan in zip(cases, alone, results):
         assert plan.success, plan.message
