@@ -25,11 +25,14 @@ taken at the seed configuration and held fixed during the solve (teleop: at the 
 where the goal is first processed, and held for that goal).
 For goals relative to a link that moves with the solution, use IKObjective.reference_link.
 
-Threads: a MultiThreadedExecutor; the model is (re)loaded in its own callback group, so a long
-batch never delays a new robot_description (and model loading never blocks requests, which keep
-using the previous model until the new one is warmed up); services are reentrant; teleop has
-its own group. The model swap is guarded by a lock; requests take a reference to the model at
-their start.
+Threads: the request path (IK, FK, teleop, /joint_states) is spun by a SingleThreadedExecutor
+in the main thread: rclpy's MultiThreadedExecutor cost ~0.8 ms more per IK round trip and ~70 %
+more node CPU per request here (docs/benchmarks/node.md). Slow work runs on a second node of
+the same process, ``<name>_worker``, spun by its own executor thread: model (re)loading (so
+requests keep using the previous model until the new one is warmed up) and
+``~/plan_trajectory`` / ``~/retarget_motion`` (served under this node's names, so a long plan
+never delays IK). The model swap is guarded by a lock; requests take a reference to the model
+at their start.
 """
 
 from __future__ import annotations
@@ -53,7 +56,11 @@ from rcl_interfaces.msg import (
     SetParametersResult,
 )
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import (
+    ExternalShutdownException,
+    MultiThreadedExecutor,
+    SingleThreadedExecutor,
+)
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -280,6 +287,17 @@ class PyrokiRosNode(Node):
         self._last_failed_description: str | None = None
         self._sampler = None  # (model, IKSampler) when sampler_checkpoint is set
 
+        # Slow work (model loads, planning) on a second node, spun by its own executor thread
+        # (see main): the request path keeps a cheap single-threaded executor. Its entities get
+        # names resolved by this node (remappings included), so it takes no global arguments
+        # (a __node:= remap would otherwise rename it to this node's name).
+        self.worker = rclpy.create_node(
+            f"{self.get_name()}_worker",
+            namespace=self.get_namespace(),
+            context=self.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
         self._model_group = MutuallyExclusiveCallbackGroup()
         self._input_group = MutuallyExclusiveCallbackGroup()
         self._service_group = ReentrantCallbackGroup()
@@ -325,15 +343,15 @@ class PyrokiRosNode(Node):
         self._planning_group = MutuallyExclusiveCallbackGroup()  # plans queue, IK stays free
         self._planners: dict[int, planning.Planner] = {}
         self._planner_lock = threading.Lock()
-        self.create_service(
+        self.worker.create_service(
             PlanTrajectory,
-            "~/plan_trajectory",
+            self.resolve_service_name("~/plan_trajectory"),
             self._plan_trajectory,
             callback_group=self._planning_group,
         )
-        self.create_service(
+        self.worker.create_service(
             RetargetMotion,
-            "~/retarget_motion",
+            self.resolve_service_name("~/retarget_motion"),
             self._retarget_motion,
             callback_group=self._planning_group,
         )
@@ -343,13 +361,13 @@ class PyrokiRosNode(Node):
 
         urdf_file = p("urdf_file").value
         if urdf_file:
-            self._load_timer = self.create_timer(
+            self._load_timer = self.worker.create_timer(
                 0.0, self._load_urdf_file, callback_group=self._model_group
             )
         else:
             self._description_seen = False
             self._subscribe_description()
-            self._description_watchdog = self.create_timer(
+            self._description_watchdog = self.worker.create_timer(
                 DESCRIPTION_WATCHDOG_SECONDS,
                 self._check_description,
                 callback_group=self._model_group,
@@ -479,9 +497,9 @@ class PyrokiRosNode(Node):
         return self.get_parameter("robot_description_topic").value
 
     def _subscribe_description(self) -> None:
-        self._description_sub = self.create_subscription(
+        self._description_sub = self.worker.create_subscription(
             String,
-            self._description_topic(),
+            self.resolve_topic_name(self._description_topic()),
             self._on_robot_description,
             DESCRIPTION_QOS,
             callback_group=self._model_group,
@@ -505,7 +523,7 @@ class PyrokiRosNode(Node):
         self.get_logger().warning(
             f"{topic} has a publisher but no description arrived yet: subscribing again"
         )
-        self.destroy_subscription(self._description_sub)
+        self.worker.destroy_subscription(self._description_sub)
         self._subscribe_description()
 
     def _on_robot_description(self, msg: String) -> None:
@@ -1108,6 +1126,7 @@ class PyrokiRosNode(Node):
 
     def destroy_node(self):
         self._stop_warm_thread()
+        self.worker.destroy_node()
         return super().destroy_node()
 
 
@@ -1196,14 +1215,21 @@ def main(args: list[str] | None = None) -> int:
     exit_with_parent()
     rclpy.init(args=sys.argv if args is None else args)
     node = None
+    worker = None
     try:
         node = PyrokiRosNode()
-        executor = MultiThreadedExecutor(num_threads=6)
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
+        # Two threads: a plan and a model load may run at the same time.
+        worker = MultiThreadedExecutor(num_threads=2)
+        worker.add_node(node.worker)
+        threading.Thread(target=worker.spin, name="pyroki_ros_worker", daemon=True).start()
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if worker is not None:
+            worker.shutdown(timeout_sec=2.0)  # lets a running callback finish, briefly
         busy = node is not None and node.busy_compiling()
         if node is not None and not busy:
             node.destroy_node()
