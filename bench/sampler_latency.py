@@ -23,22 +23,13 @@ import time
 
 import jax
 import numpy as np
+from sampler_benchmark import targets_for  # same targets as the benchmark (bench/ on sys.path)
 
 from pyroki_ros import Robot
 from pyroki_ros.ik import IKSolver
 from pyroki_ros.robots import urdf_path
 from pyroki_ros.sampler import IKSampler
-from pyroki_ros.sampler.core import tip_pose
 from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
-
-
-def targets_for(sampler: IKSampler, n: int, seed: int) -> np.ndarray:
-    robot, spec = sampler.robot, sampler.spec
-    q = np.tile(sampler.rest, (n, 1))
-    random = np.asarray(robot.random_configurations(jax.random.PRNGKey(seed), (n,)))
-    q[:, list(spec.chain)] = random[:, list(spec.chain)]
-    pose = np.asarray(jax.jit(tip_pose, static_argnums=(1, 2))(robot, spec.tip, spec.base, q))
-    return pose[:, 4:] if spec.mode == "position" else pose
 
 
 def timings(run, targets, calls: int) -> dict:

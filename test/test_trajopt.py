@@ -385,13 +385,18 @@ def _check_batch_plan(model, obstacles, case, plan) -> None:
         assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
 
 
-def test_plan_batch_solves_many_pairs_in_one_call(panda):
-    robot, spheres, planner, model = panda
-    rng = np.random.default_rng(8)
-    world = scenes.random_obstacles(rng, 4)
+def _batch_problem(panda, rng_seed: int, n_obstacles: int):
+    """World, 4 feasible cases, their starts (4, n) and goal poses (4, 7)."""
+    robot, spheres, _, _ = panda
+    rng = np.random.default_rng(rng_seed)
+    world = scenes.random_obstacles(rng, n_obstacles)
     cases = scenes.feasible_cases(robot, spheres, world, "panda_hand", 4, rng)
-    starts = np.stack([c.start for c in cases])
-    goals = np.stack([c.goal_pose for c in cases])
+    return world, cases, np.stack([c.start for c in cases]), np.stack([c.goal_pose for c in cases])
+
+
+def test_plan_batch_solves_many_pairs_in_one_call(panda):
+    _, _, planner, model = panda
+    world, cases, starts, goals = _batch_problem(panda, 8, 4)
     results = planner.plan_batch(
         starts,
         goals,
@@ -427,12 +432,9 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
 
 
 def test_plan_batch_replans_the_batch_failures_one_by_one(panda):
-    robot, spheres, planner, model = panda
-    rng = np.random.default_rng(13)  # 10 obstacles: the batch alone fails 2 of these 4 pairs
-    world = scenes.random_obstacles(rng, 10)
-    cases = scenes.feasible_cases(robot, spheres, world, "panda_hand", 4, rng)
-    starts = np.stack([c.start for c in cases])
-    goals = np.stack([c.goal_pose for c in cases])
+    _, _, planner, model = panda
+    # 10 obstacles: the batch alone fails 2 of these 4 pairs
+    world, cases, starts, goals = _batch_problem(panda, 13, 10)
     alone = planner.plan_batch(
         starts,
         goals,
