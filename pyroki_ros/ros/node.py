@@ -74,7 +74,6 @@ from pyroki_ros.srv import ComputeFK, PlanTrajectory, RetargetMotion, SolveIK, S
 from . import planning
 from .conversions import (
     RequestError,
-    joint_state,
     joint_state_positions,
     pose_compose,
     pose_inverse,
@@ -767,9 +766,10 @@ class PyrokiRosNode(Node):
             return self._refuse(response, e, "solve_ik")
         except Exception as e:  # noqa: BLE001 -- a bug, not the caller's: answer, serve on
             return self._failure(response, e, "solve_ik")
-        response.solution = joint_state(
-            model.joint_names, outcome.q, self.get_clock().now().to_msg()
-        )
+        solution = response.solution  # filled in place: no second JointState to build
+        solution.header.stamp = self.get_clock().now().to_msg()
+        solution.name = list(model.joint_names)
+        solution.position = outcome.q.tolist()
         response.success = bool(outcome.success)
         response.error_code.val = outcome.code
         response.message = outcome.message
