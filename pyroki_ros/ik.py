@@ -516,8 +516,7 @@ class IKSolver:
         self._programs: dict = {}
         self._lock = threading.Lock()
         self._settings_cache: dict = {}
-        self._packed_cache: dict = {}
-        self._stage_cache: dict = {}
+        self._derived: dict = {}  # see _per_settings
         # Host copies, so that a call does no device round trip before the solve itself.
         self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
         self._center = (self._lower + self._upper) / 2
@@ -556,18 +555,28 @@ class IKSolver:
             settings = self._settings_cache[key] = self.settings(**options)
         return settings
 
+    def _per_settings(self, settings: _Settings, extra, make):
+        """``make()``, kept per (settings object, ``extra``): repeated calls with the cached
+        settings (a request stream, teleop) skip the work. Keyed on identity, checked against
+        the object itself, so a recycled id never returns a stale entry."""
+        key = (id(settings), extra)
+        entry = self._derived.get(key)
+        if entry is None or entry[0] is not settings:
+            if len(self._derived) > 128:
+                self._derived.clear()
+            entry = self._derived[key] = (settings, make())
+        return entry[1]
+
     def _first_stage(self, settings: _Settings, timed: bool) -> _Settings:
         """Settings of a call's first stage: with a rest bias, a short biased stage; with a
         time budget, the attempt from the seed only (the second stage, :meth:`_continue`, gets
-        the rest). Kept per settings object, as :meth:`_packed` keys on identity."""
-        with_rest = settings.rest_weight > 0
-        if not (with_rest or timed):
+        the rest)."""
+        if not (settings.rest_weight > 0 or timed):
             return settings
-        key = (id(settings), timed)
-        entry = self._stage_cache.get(key)
-        if entry is None or entry[0] is not settings:
+
+        def make() -> _Settings:
             first = settings
-            if with_rest:
+            if settings.rest_weight > 0:
                 first = dataclasses.replace(
                     first,
                     max_iterations=min(first.max_iterations, 2 * first.iterations_per_restart),
@@ -577,23 +586,16 @@ class IKSolver:
                     first,
                     max_iterations=min(first.max_iterations, settings.iterations_per_restart),
                 )
-            if len(self._stage_cache) > 64:
-                self._stage_cache.clear()
-            entry = self._stage_cache[key] = (settings, first)
-        return entry[1]
+            return first
+
+        return self._per_settings(settings, ("first stage", timed), make)
 
     def _packed(self, settings: _Settings, count: int) -> np.ndarray:
-        """``settings`` packed for ``count`` problems, kept per settings object: repeated calls
-        (a request stream, teleop) skip the packing. A host array, like every other argument:
+        """``settings`` packed for ``count`` problems. A host array, like every other argument:
         a device array would be a different jit signature (a second compilation)."""
-        key = (id(settings), count)
-        entry = self._packed_cache.get(key)
-        if entry is None or entry[0] is not settings:
-            if len(self._packed_cache) > 64:
-                self._packed_cache.clear()
-            entry = (settings, settings.pack(count, self._dtype))
-            self._packed_cache[key] = entry
-        return entry[1]
+        return self._per_settings(
+            settings, ("packed", count), lambda: settings.pack(count, self._dtype)
+        )
 
     def into_limits(self, q: np.ndarray) -> np.ndarray:
         """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped.

@@ -26,8 +26,8 @@ where the goal is first processed, and held for that goal).
 For goals relative to a link that moves with the solution, use IKObjective.reference_link.
 
 Threads: the request path (IK, FK, teleop, /joint_states) is spun by a SingleThreadedExecutor
-in the main thread: rclpy's MultiThreadedExecutor cost ~0.8 ms more per IK round trip and ~70 %
-more node CPU per request here (docs/benchmarks/node.md). Slow work runs on a second node of
+in the main thread: rclpy's MultiThreadedExecutor made IK round trips about twice as slow
+here (docs/benchmarks/node.md). Slow work runs on a second node of
 the same process, ``<name>_worker``, spun by its own executor thread: model (re)loading (so
 requests keep using the previous model until the new one is warmed up) and
 ``~/plan_trajectory`` / ``~/retarget_motion`` (served under this node's names, so a long plan
