@@ -82,6 +82,11 @@ class _Settings:
         )
 
     @staticmethod
+    def size(n: int) -> int:
+        """Length of the packed vector for n joints."""
+        return 3 * n + 6
+
+    @staticmethod
     def unpack(vector: jax.Array, n: int) -> tuple[_Settings, jax.Array]:
         scalars = vector[3 * n :]
         settings = _Settings(
@@ -225,7 +230,7 @@ def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
     # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
     gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
     diagonal = lam[None] + (1.0 - free) + settings.rest_weight
-    eye = jnp.eye(n, dtype=acc.dtype)[:, :, None]
+    eye = np.eye(n)[:, :, None]  # numpy: a constant in the program, not a kernel
     step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
     step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
     return _into_bounds(acc_q + step, lower, upper, wraps)
@@ -466,13 +471,20 @@ def _structure(o: obj.Objective) -> tuple:
     return (o.kind, o.link, o.reference, o.align_axis)
 
 
-def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_vector):
-    """The jitted entry point: one (N, n + 18 k) array of seeds and targets in, one array out.
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
+    """The jitted entry point: one flat array in (the packed settings, then the (N, n + 18 k)
+    rows of seeds and targets), one (N, n + 3 + 2k) array out.
+
+    One argument, not two: each argument of a jitted call is a separate host-to-device copy
+    (~3 us on a CPU), a noticeable share of a single small solve.
 
     Output columns: q (n), success, position errors (k), orientation errors (k), iterations,
     cost.
     """
     n = robot.n_joints
+    width = n + _WIDTH * len(structure)
+    settings, n_valid = _Settings.unpack(packed[: _Settings.size(n)], n)
+    params = packed[_Settings.size(n) :].reshape(-1, width)
     objectives = []
     column = n
     for kind, link, reference, align_axis in structure:
@@ -485,8 +497,13 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, params, settings_v
                 **fields, kind=kind, link=link, reference=reference, align_axis=align_axis
             )
         )
-    settings, n_valid = _Settings.unpack(settings_vector, n)
     return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
+
+
+def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """Calls a program of :func:`_packed_solve` on host arrays; its answer records, a numpy
+    array (N, n + 3 + 2k)."""
+    return np.asarray(program(np.concatenate([settings_vector, params.ravel()])))
 
 
 def _bucket(n: int) -> int:
@@ -522,6 +539,8 @@ class IKSolver:
         self._center = (self._lower + self._upper) / 2
         self._continuous = np.asarray(robot.continuous, bool)
         self._any_continuous = bool(self._continuous.any())
+        self._lower_list, self._upper_list = self._lower.tolist(), self._upper.tolist()
+        self._continuous_indices = np.flatnonzero(self._continuous).tolist()
         self._dtype = np.dtype(robot.dtype)
 
     def program(self, structure: tuple, size: int):
@@ -749,7 +768,7 @@ class IKSolver:
         first_settings = self._first_stage(settings, timeout > 0)
         columns = _answer_columns(n, len(objectives))
         start = time.perf_counter()
-        out = np.asarray(program(params, self._packed(first_settings, count)))[:count]
+        out = _run(program, self._packed(first_settings, count), params)[:count]
         failed = np.flatnonzero(out[:, columns["success"].start] < 0.5)
         budget = settings.max_iterations - first_settings.max_iterations
         timed_out = False
@@ -775,9 +794,8 @@ class IKSolver:
         bucket = _bucket(len(failed))
         again = np.concatenate([again, np.repeat(again[-1:], bucket - len(failed), 0)])
         stage = dataclasses.replace(settings, rest_weight=0.0, max_iterations=budget)
-        later = np.array(
-            self.program(structure, bucket)(again, stage.pack(len(failed), self._dtype))
-        )[: len(failed)]
+        program = self.program(structure, bucket)
+        later = _run(program, stage.pack(len(failed), self._dtype), again)[: len(failed)].copy()
         out = out.copy()
         later[:, columns["iterations"]] += out[failed, columns["iterations"]]
         before = out[failed]
@@ -795,19 +813,8 @@ class IKSolver:
         self, out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
     ) -> IKResult:
         """IKResult from answer records (count, width), reshaped to ``batch``."""
-        if batch == ():  # a single problem: views and Python scalars, no reshapes
-            record = np.asarray(out[0], np.float64)
-            values = record.tolist()
-            return IKResult(
-                q=self.into_limits(record[columns["q"]]),
-                success=np.bool_(values[columns["success"].start] > 0.5),
-                position_error=record[columns["pos"]],
-                orientation_error=record[columns["rot"]],
-                iterations=np.int64(values[columns["iterations"].start]),
-                solve_seconds=seconds,
-                cost=np.float64(values[columns["cost"].start]),
-                timed_out=timed_out,
-            )
+        if batch == ():
+            return self._one_result(out[0].tolist(), columns, seconds, timed_out)
         out = np.asarray(out, np.float64)  # one conversion for every field
         field = lambda name: out[:, columns[name]].reshape(*batch, -1)
         scalar = lambda name: out[:, columns[name].start].reshape(batch)
@@ -822,6 +829,29 @@ class IKSolver:
             cost=scalar("cost"),
             timed_out=timed_out,
         )
+
+    def _one_result(
+        self, record: list[float], columns: dict, seconds: float, timed_out: bool = False
+    ) -> IKResult:
+        """IKResult of a single problem from its answer record as Python floats (for one
+        short record, cheaper than numpy's per-call set-up)."""
+        return IKResult(
+            q=np.array(self._into_limits_list(record[columns["q"]])),
+            success=np.bool_(record[columns["success"].start] > 0.5),
+            position_error=np.array(record[columns["pos"]]),
+            orientation_error=np.array(record[columns["rot"]]),
+            iterations=np.int64(record[columns["iterations"].start]),
+            solve_seconds=seconds,
+            cost=np.float64(record[columns["cost"].start]),
+            timed_out=timed_out,
+        )
+
+    def _into_limits_list(self, q: list[float]) -> list[float]:
+        """:meth:`into_limits` for one configuration as Python floats (NaN stays NaN)."""
+        out = list(map(min, map(max, q, self._lower_list), self._upper_list))
+        for i in self._continuous_indices:
+            out[i] = (q[i] + math.pi) % (2 * math.pi) - math.pi
+        return out
 
 
 class PoseSolver:
@@ -853,8 +883,9 @@ class PoseSolver:
         self._template = template
         self._options = options
         settings = solver.settings(**options)
-        self._settings = solver._packed(settings, 1)
         self._direct = settings.rest_weight == 0  # a rest bias needs solve()'s polish stage
+        # The program's flat input is [settings, seed, target, the template's other fields].
+        self._settings = solver._packed(settings, 1).tolist()
         self._tail = np.concatenate(
             [template.axis, template.local_point, template.local_axis, template.weights]
         ).tolist()
@@ -884,8 +915,8 @@ class PoseSolver:
                 seed=seed,
                 **self._options,
             )
-        # Python floats: for one short row, cheaper than numpy's per-call set-up (see
-        # objectives._all_finite).
+        # Python floats throughout: for one short row, cheaper than numpy's per-call set-up
+        # (see objectives._all_finite).
         w, x, y, z, *position = np.asarray(target, np.float64).tolist()
         norm = math.sqrt(w * w + x * x + y * y + z * z)
         if not norm > 1e-9:
@@ -893,15 +924,16 @@ class PoseSolver:
         seed = (
             self._center
             if seed is None
-            else self._solver.into_limits(np.asarray(seed, np.float64)).tolist()
+            else self._solver._into_limits_list(np.asarray(seed, np.float64).tolist())
         )
-        row = [*seed, w / norm, x / norm, y / norm, z / norm, *position]
-        if not all(map(math.isfinite, row)):
+        problem = [*seed, w / norm, x / norm, y / norm, z / norm, *position]
+        if not all(map(math.isfinite, problem)):
             raise ValueError("target or seed contain NaN or infinite values")
-        params = np.array([row + self._tail], self._solver._dtype)
+        packed = np.array(self._settings + problem + self._tail, self._solver._dtype)
         start = time.perf_counter()
-        out = np.asarray(self._program(params, self._settings))
-        return self._solver._result(out, self._columns, (), time.perf_counter() - start)
+        out = np.asarray(self._program(packed))
+        seconds = time.perf_counter() - start
+        return self._solver._one_result(out[0].tolist(), self._columns, seconds)
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 UNROLL_MAX = 16  # above this size the trace grows with n; use LAPACK instead
 
@@ -31,7 +32,7 @@ def solve_spd(a: jax.Array, b: jax.Array) -> jax.Array:
         x = jax.scipy.linalg.cho_solve(factor, jnp.moveaxis(b, 0, -1)[..., None])[..., 0]
         return jnp.moveaxis(x, -1, 0)
     augmented = jnp.concatenate([a, b[:, None]], axis=1)  # (n, n + 1, *batch)
-    rows = jnp.arange(n).reshape((n,) + (1,) * (b.ndim - 1))
+    rows = np.arange(n).reshape((n,) + (1,) * (b.ndim - 1))  # numpy: masks become constants
     for k in range(n):
         pivot = augmented[k] / augmented[k, k : k + 1]  # (n + 1, *batch)
         factor = jnp.where(rows == k, 0.0, augmented[:, k])  # (n, *batch)
