@@ -769,6 +769,19 @@ class IKSolver:
         columns = _answer_columns(n, len(objectives))
         start = time.perf_counter()
         out = _run(program, self._packed(first_settings, count), params)[:count]
+        out, timed_out = self._second_stage(
+            out, params, settings, first_settings, structure, start, timeout
+        )
+        return self._result(out, columns, batch, time.perf_counter() - start, timed_out)
+
+    def _second_stage(
+        self, out, params, settings, first_settings, structure, start: float, timeout: float
+    ) -> tuple[np.ndarray, bool]:
+        """After the first stage (``first_settings``): the problems it left unsolved get the
+        rest of their iteration budget, as much of it as fits in what is left of ``timeout``
+        (estimated from the first stage's cost per iteration). Returns the answer records
+        and whether the time budget cut the restarts short."""
+        columns = _answer_columns(self.robot.n_joints, len(structure))
         failed = np.flatnonzero(out[:, columns["success"].start] < 0.5)
         budget = settings.max_iterations - first_settings.max_iterations
         timed_out = False
@@ -780,7 +793,7 @@ class IKSolver:
             budget = min(budget, affordable)
         if len(failed) and budget > 0:
             out = self._continue(out, params, failed, settings, structure, budget, columns)
-        return self._result(out, columns, batch, time.perf_counter() - start, timed_out)
+        return out, timed_out
 
     def _continue(self, out, params, failed, settings, structure, budget, columns) -> np.ndarray:
         """Second stage for the problems ``failed`` left unsolved by the first: ``budget`` more
@@ -882,28 +895,27 @@ class PoseSolver:
         self._solver = solver
         self._template = template
         self._options = options
-        settings = solver.settings(**options)
-        self._direct = settings.rest_weight == 0  # a rest bias needs solve()'s polish stage
-        # The program's flat input is [settings, seed, target, the template's other fields].
-        self._settings = solver._packed(settings, 1).tolist()
+        self._settings = settings = solver.settings(**options)
+        # The program's flat input is [settings, seed, target, the template's other fields];
+        # the settings of the first stage, without and with a time budget (see solve()).
+        self._first = {timed: solver._first_stage(settings, timed) for timed in (False, True)}
+        self._head = {t: solver._packed(s, 1).tolist() for t, s in self._first.items()}
         self._tail = np.concatenate(
             [template.axis, template.local_point, template.local_axis, template.weights]
         ).tolist()
         self._center = solver._center.tolist()
-        self._program = solver.program((_structure(template),), 1)
+        self._structure = (_structure(template),)
+        self._program = solver.program(self._structure, 1)
         self._n = solver.robot.n_joints
         self._columns = _answer_columns(self._n, 1)
 
-    def __call__(self, target, seed=None) -> IKResult:
-        """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center).
+    def __call__(self, target, seed=None, *, timeout: float = 0.0) -> IKResult:
+        """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center),
+        within ``timeout`` s (0 = none; as for :meth:`IKSolver.solve`).
 
         A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
         """
-        if (
-            not self._direct
-            or np.shape(target) != (7,)
-            or (seed is not None and np.shape(seed) != (self._n,))
-        ):
+        if np.shape(target) != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
             return self._solver.solve(
                 obj.pose(
                     self._template.link,
@@ -913,6 +925,7 @@ class PoseSolver:
                     orientation_weight=self._template.weights[1],
                 ),
                 seed=seed,
+                timeout=timeout,
                 **self._options,
             )
         # Python floats throughout: for one short row, cheaper than numpy's per-call set-up
@@ -929,11 +942,24 @@ class PoseSolver:
         problem = [*seed, w / norm, x / norm, y / norm, z / norm, *position]
         if not all(map(math.isfinite, problem)):
             raise ValueError("target or seed contain NaN or infinite values")
-        packed = np.array(self._settings + problem + self._tail, self._solver._dtype)
+        timed = timeout > 0
+        head = self._head[timed]
+        packed = np.array(head + problem + self._tail, self._solver._dtype)
         start = time.perf_counter()
         out = np.asarray(self._program(packed))
+        timed_out = False
+        if out[0, self._columns["success"].start] < 0.5:  # restarts left, or a rest bias
+            out, timed_out = self._solver._second_stage(
+                out,
+                packed[len(head) :].reshape(1, -1),
+                self._settings,
+                self._first[timed],
+                self._structure,
+                start,
+                timeout,
+            )
         seconds = time.perf_counter() - start
-        return self._solver._one_result(out[0].tolist(), self._columns, seconds)
+        return self._solver._one_result(out[0].tolist(), self._columns, seconds, timed_out)
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:

@@ -33,7 +33,7 @@ import numpy as np
 
 from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros import objectives as O
-from pyroki_ros.ik import BUCKETS, IKResult, IKSolver
+from pyroki_ros.ik import BUCKETS, IKResult, IKSolver, PoseSolver
 from pyroki_ros.msg import ErrorCode, IKObjective
 
 from .conversions import (
@@ -182,6 +182,7 @@ class LoadedModel:
         self._fk = jax.jit(forward_kinematics)
         self._compiled: set[tuple] = set()
         self._moving: dict[tuple, list[str] | None] = {}
+        self._pose_solvers: dict[tuple, PoseSolver] = {}
         self._compile_lock = threading.Lock()
         self._key_locks: dict[tuple, threading.Lock] = {}
         self.warm_up_seconds = 0.0
@@ -468,19 +469,47 @@ class LoadedModel:
 
     # --- solving -------------------------------------------------------------------------------
 
-    def _solve(self, objectives, seed, **options) -> IKResult:
+    def _solve(self, objectives, seed, timeout: float = 0.0, **options) -> IKResult:
         """solver.solve, compiling each (structure, bucket) program at most once at a time."""
         shapes = {np.shape(seed)[:-1], *(o.batch_shape for o in objectives)}
         count = math.prod(shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes))
         key = (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
         if key in self._compiled:
-            return self.solver.solve(objectives, seed=seed, **options)
+            prepared = self._pose_solver(objectives, seed, options)
+            if prepared is not None:
+                return prepared(objectives[0].target, seed=seed, timeout=timeout)
+            return self.solver.solve(objectives, seed=seed, timeout=timeout, **options)
         with self._compile_lock:  # one lock per program: unrelated compilations run in parallel
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
-            result = self.solver.solve(objectives, seed=seed, **options)
+            result = self.solver.solve(objectives, seed=seed, timeout=timeout, **options)
             self._compiled.add(key)
             return result
+
+    def _pose_solver(self, objectives, seed, options: dict) -> PoseSolver | None:
+        """The prepared solver (:class:`~pyroki_ros.ik.PoseSolver`, a cheaper call) for the
+        commonest request, one pose objective from one seed; None for anything else."""
+        if len(objectives) != 1 or np.ndim(seed) != 1:
+            return None
+        o = objectives[0]
+        if o.kind != "pose" or o.batch_shape != () or any(o.local_point.tolist()):
+            return None
+        weights = tuple(o.weights.tolist())
+        key = (o.link, o.reference, weights) + tuple(
+            (k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()
+        )
+        prepared = self._pose_solvers.get(key)
+        if prepared is None:
+            if len(self._pose_solvers) > 64:
+                self._pose_solvers.clear()
+            prepared = self._pose_solvers[key] = self.solver.pose_solver(
+                o.link,
+                reference=o.reference,
+                position_weight=weights[0],
+                orientation_weight=weights[1],
+                **options,
+            )
+        return prepared
 
     def _options(self, active, max_deviation, tolerances, iterations, max_iterations):
         # A tuple, not an array: hashable, so the core checks these options once, not per call.
