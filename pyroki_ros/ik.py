@@ -861,7 +861,11 @@ class IKSolver:
 
     def _into_limits_list(self, q: list[float]) -> list[float]:
         """:meth:`into_limits` for one configuration as Python floats (NaN stays NaN)."""
-        out = list(map(min, map(max, q, self._lower_list), self._upper_list))
+        # Comparisons, not min/max: a builtin call per value costs more here.
+        out = [
+            lo if v < lo else (hi if v > hi else v)  # noqa: FURB136
+            for v, lo, hi in zip(q, self._lower_list, self._upper_list)
+        ]
         for i in self._continuous_indices:
             out[i] = (q[i] + math.pi) % (2 * math.pi) - math.pi
         return out
@@ -899,10 +903,16 @@ class PoseSolver:
         # The program's flat input is [settings, seed, target, the template's other fields];
         # the settings of the first stage, without and with a time budget (see solve()).
         self._first = {timed: solver._first_stage(settings, timed) for timed in (False, True)}
-        self._head = {t: solver._packed(s, 1).tolist() for t, s in self._first.items()}
-        self._tail = np.concatenate(
-            [template.axis, template.local_point, template.local_axis, template.weights]
-        ).tolist()
+        tail = [template.axis, template.local_point, template.local_axis, template.weights]
+        self._inputs = {  # filled in per call between [start, stop)
+            timed: np.concatenate(
+                [solver._packed(first, 1), np.zeros(solver.robot.n_joints + 7), *tail],
+                dtype=solver._dtype,
+            )
+            for timed, first in self._first.items()
+        }
+        self._start = _Settings.size(solver.robot.n_joints)
+        self._stop = self._start + solver.robot.n_joints + 7
         self._center = solver._center.tolist()
         self._structure = (_structure(template),)
         self._program = solver.program(self._structure, 1)
@@ -943,15 +953,15 @@ class PoseSolver:
         if not all(map(math.isfinite, problem)):
             raise ValueError("target or seed contain NaN or infinite values")
         timed = timeout > 0
-        head = self._head[timed]
-        packed = np.array(head + problem + self._tail, self._solver._dtype)
+        packed = self._inputs[timed].copy()
+        packed[self._start : self._stop] = problem
         start = time.perf_counter()
         out = np.asarray(self._program(packed))
         timed_out = False
         if out[0, self._columns["success"].start] < 0.5:  # restarts left, or a rest bias
             out, timed_out = self._solver._second_stage(
                 out,
-                packed[len(head) :].reshape(1, -1),
+                packed[self._start :].reshape(1, -1),
                 self._settings,
                 self._first[timed],
                 self._structure,
