@@ -633,7 +633,7 @@ class IKSolver:
         *,
         reference: str | None = None,
         position_weight: float = 1.0,
-        orientation_weight: float = 0.1,
+        orientation_weight: float = obj.POSE_ORIENTATION_WEIGHT,
         **options,
     ) -> PoseSolver:
         """A prepared single-target pose solver for ``link`` (see :class:`PoseSolver`);

@@ -838,9 +838,11 @@ def test_batch_agrees_with_one_by_one(panda):
     specs = [Spec("pose", "panda_hand")]
     targets = build(specs, panda.ref, q_star, rng)
     batch = panda.solver.solve(specs[0].objective(targets[0]), seed=seeds, active_joints=PANDA_ARM)
-    singles = [
+    singles = [  # the same objective, one problem at a time
         panda.solver.solve(
-            O.pose("panda_hand", targets[0]["pose"][i]), seed=seeds[i], active_joints=PANDA_ARM
+            specs[0].objective({k: v[i] for k, v in targets[0].items()}),
+            seed=seeds[i],
+            active_joints=PANDA_ARM,
         )
         for i in range(count)
     ]
