@@ -203,27 +203,42 @@ def load_task(path: str) -> dict:
     return task
 
 
-def timed_loop(solve_one, n: int) -> dict:
-    """Warm-up call on target 0 (timed: the compile / cold call), then one timed call per
-    target. ``solve_one(i)`` returns (q or None, claimed success or None)."""
+# Single-target loops run up to PASSES times while one pass takes under PASS_BUDGET_S; the
+# pass with the lowest median latency is reported (timeit-style: the pass least disturbed by
+# other jobs on a shared machine). Every pass's median goes into the notes.
+PASSES = 3
+PASS_BUDGET_S = 3.0
+
+
+def timed_loop(solve_one, n: int, on_pass=None) -> dict:
+    """Warm-up call on target 0 (timed: the compile / cold call), then passes of one timed call
+    per target. ``solve_one(i)`` returns (q or None, claimed success or None);
+    ``on_pass(p)`` is told when pass p starts."""
     start = time.perf_counter()
     solve_one(0)
     first = time.perf_counter() - start
-    qs, claimed, lat = [], [], np.empty(n)
-    loop_start = time.perf_counter()
-    for i in range(n):
-        t0 = time.perf_counter()
-        q, ok = solve_one(i)
-        lat[i] = time.perf_counter() - t0
-        qs.append(q)
-        claimed.append(ok)
-    loop = time.perf_counter() - loop_start
+    passes = []
+    for p in range(PASSES):
+        if on_pass is not None:
+            on_pass(p)
+        qs, claimed, lat = [], [], np.empty(n)
+        loop_start = time.perf_counter()
+        for i in range(n):
+            t0 = time.perf_counter()
+            q, ok = solve_one(i)
+            lat[i] = time.perf_counter() - t0
+            qs.append(q)
+            claimed.append(ok)
+        loop = time.perf_counter() - loop_start
+        passes.append({"qs": qs, "claimed": claimed, "latencies": lat, "loop_seconds": loop})
+        if loop > PASS_BUDGET_S:
+            break
+    best = min(range(len(passes)), key=lambda p: np.median(passes[p]["latencies"]))
     return {
-        "qs": qs,
-        "claimed": claimed,
-        "latencies": lat,
-        "loop_seconds": loop,
+        **passes[best],
         "first_call": first,
+        "best_pass": best,
+        "pass_medians": [float(np.median(p["latencies"])) for p in passes],
     }
 
 
@@ -255,7 +270,8 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
     }
     n = len(poses)
     if mode in ("single", "stream"):
-        program_seconds = np.empty(n)
+        program_seconds = np.empty((PASSES, n))
+        current = [0]  # pass index
         if mode == "stream":  # the prepared path: options checked and packed once
             prepared = solver.pose_solver(tip, **options)
 
@@ -268,11 +284,16 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
 
         def solve_one(i):
             res = call(i)
-            program_seconds[i] = res.solve_seconds
+            program_seconds[current[0], i] = res.solve_seconds
             return res.q[cols], bool(res.success)
 
-        out = timed_loop(solve_one, n)
-        out.update(rss_start_kb=rss0, meta=meta, program_seconds=program_seconds, iterations=None)
+        out = timed_loop(solve_one, n, on_pass=lambda p: current.__setitem__(0, p))
+        out.update(
+            rss_start_kb=rss0,
+            meta=meta,
+            program_seconds=program_seconds[out["best_pass"]],
+            iterations=None,
+        )
         return out
     # batch: warm-up (compiles the bucket), then `repeats` timed calls
     start = time.perf_counter()
@@ -638,6 +659,8 @@ def worker_main(name: str, task_path: str, result_path: str) -> int:
         loop_seconds=out.pop("loop_seconds", None),
         batch_seconds=out.pop("batch_seconds", None),
         compile_is_reported=out.pop("compile_is_reported", False),
+        pass_medians=out.pop("pass_medians", None),
+        best_pass=out.pop("best_pass", None),
     )
     arrays = {k: np.asarray(v) for k, v in out.items() if v is not None}
     np.savez(result_path, meta=np.array(json.dumps(meta)), **arrays)
@@ -984,7 +1007,10 @@ def render(rows: list[dict], info: dict, args) -> str:
         ),
         (
             "- latency: one target per call in a Python loop, timed around the call (objective "
-            "construction included); throughput: N / batch call (batch, cli) or N / loop time "
+            f"construction included); the loop over all N targets runs up to {PASSES} times "
+            f"(passes) while a pass takes under {PASS_BUDGET_S:g} s, and the pass with the lowest "
+            "median is reported, for every solver alike (timeit-style: the pass least disturbed "
+            "by other jobs on a shared machine; each pass's median is in the notes); throughput: N / batch call (batch, cli) or N / loop time "
             "(single); compile: first call minus a steady call (cli: its own compile_seconds); "
             "peak RSS: VmHWM of the solver's own process; growth: peak minus RSS after imports; "
             "in limits: share of the answers given (a solver may return none); claims: the "
@@ -1053,6 +1079,13 @@ def render(rows: list[dict], info: dict, args) -> str:
                     notes.append("**answers differ between the two runs**")
             if r["mode"] in ("single",):
                 notes.append(f"loop total {r['total_s']:.2f} s")
+                medians = meta.get("pass_medians") or []
+                if len(medians) > 1:
+                    notes.append(
+                        "pass medians "
+                        + " / ".join(f"{m * 1e3:.3f}" for m in medians)
+                        + f" ms (pass {meta['best_pass'] + 1} reported)"
+                    )
             lines.append(
                 f"| {r['label']} | {r['mode']} | {r['success']:.1%} | {r['inside']:.1%} | "
                 f"{fmt(r.get('median_ms'), '.3f', ' ms')} | {fmt(r.get('p95_ms'), '.3f', ' ms')} | "
