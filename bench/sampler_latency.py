@@ -12,6 +12,8 @@ random chain configurations (fixed seed), as in bench/sampler_benchmark.py.
 Example (repository root)::
 
     nice -n 10 .venv/bin/python bench/sampler_latency.py --model /tmp/panda_position.npz
+    # only targets that need the solver's restarts (its first attempt fails):
+    nice -n 10 .venv/bin/python bench/sampler_latency.py --model /tmp/panda_pose.npz --hard
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=16)
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument(
+        "--hard",
+        action="store_true",
+        help="only targets whose first solver attempt fails (they need the solver's restarts)",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
 
@@ -63,8 +70,19 @@ def main() -> None:
     robot = Robot.from_urdf(urdf)
     sampler = IKSampler.load(args.model, robot)
     solver = IKSolver(robot)
-    targets = targets_for(sampler, args.targets, seed=2024)
     active = [robot.joint_names[i] for i in sampler.spec.chain]
+    if args.hard:
+        # From a larger pool, the targets the solver's first attempt (from its default seed)
+        # leaves unsolved: more iterations than one attempt has.
+        pool = targets_for(sampler, 40 * args.targets, seed=2024)
+        per_attempt = 15  # IKSolver's default iterations_per_restart
+        iterations = solver.solve(objective_for(sampler, pool), active_joints=active).iterations
+        targets = pool[iterations > per_attempt][: args.targets]
+        print(
+            f"hard targets: {len(targets)} of a pool of {len(pool)} ({np.mean(iterations > per_attempt):.1%} hard)"
+        )
+    else:
+        targets = targets_for(sampler, args.targets, seed=2024)
     k = args.k
     runs = {
         f"best_samples k={k}": lambda t: best_samples(sampler, t, k),
@@ -78,12 +96,15 @@ def main() -> None:
         "args": vars(args),
         "mode": sampler.spec.mode,
     }
+    results["targets"] = len(targets)
     for name, run in runs.items():
         results[name] = timings(run, targets, args.calls)
         row = results[name]
+        if name != f"best_samples k={k}":  # success over the targets, one call each
+            row["success"] = float(np.mean([bool(run(t).success) for t in targets]))
         print(
             f"{name:28s} min {row['min_ms']:.3f} ms  median {row['median_ms']:.3f} ms  "
-            f"p95 {row['p95_ms']:.3f} ms",
+            f"p95 {row['p95_ms']:.3f} ms  success {row.get('success', float('nan')):.3f}",
             flush=True,
         )
     if args.json:

@@ -212,21 +212,44 @@ class Robot:
         """The same robot reduced to the links needed to place ``links`` (their ancestors).
 
         Configurations keep all ``n_joints`` entries; kinematics of the reduced robot touch only
-        the kept links, which is what a solver for a few tip links wants.
+        the kept links, which is what a solver for a few tip links wants. A link on the way
+        that hangs on a fixed joint and is not one of ``links`` is merged away (its origin
+        composed into its children's): a shallower tree takes fewer rounds of FK (one per
+        doubling of the depth, see kinematics.frames_t).
         """
-        keep = sorted({i for link in links for i in self.ancestors(link)})
+        from .kinematics import compose  # numpy in, numpy out; a module-level import would cycle
+
+        wanted = set(links)
+        needed = sorted({i for link in links for i in self.ancestors(link)})
+        keep = [
+            i
+            for i in needed
+            if self.parent_index[i] < 0
+            or self.joint_type[i] != FIXED
+            or self.link_names[i] in wanted
+        ]
+        kept = set(keep)
         new_index = {old: new for new, old in enumerate(keep)}
+        origins = np.asarray(self.origins, np.float64)
+        merged, parents = [], []
+        for i in keep:
+            quat, pos = tuple(origins[i, :4]), tuple(origins[i, 4:])
+            parent = self.parent_index[i]
+            while parent >= 0 and parent not in kept:  # a merged fixed link: pose = its origin
+                above = (tuple(origins[parent, :4]), tuple(origins[parent, 4:]))
+                quat, pos = compose(above, (quat, pos))
+                parent = self.parent_index[parent]
+            merged.append([*quat, *pos])
+            parents.append(-1 if parent < 0 else new_index[parent])
         pick = np.asarray(keep)
         return dataclasses.replace(
             self,
-            origins=self.origins[pick],
+            origins=jnp.asarray(np.asarray(merged), self.dtype),
             axes=self.axes[pick],
             multipliers=self.multipliers[pick],
             offsets=self.offsets[pick],
             link_names=tuple(self.link_names[i] for i in keep),
-            parent_index=tuple(
-                -1 if self.parent_index[i] < 0 else new_index[self.parent_index[i]] for i in keep
-            ),
+            parent_index=tuple(parents),
             joint_type=tuple(self.joint_type[i] for i in keep),
             q_index=tuple(self.q_index[i] for i in keep),
             link_joint_names=tuple(self.link_joint_names[i] for i in keep),

@@ -473,3 +473,44 @@ def test_bad_file_contents(tmp_path):
 def test_bad_dtype():
     with pytest.raises(ValueError, match="float32 or float64"):
         Robot.from_urdf(TREE_URDF, dtype=jnp.int32)
+
+
+@pytest.mark.parametrize(
+    "robot_name, links",
+    [
+        ("panda", ("panda_hand",)),
+        ("panda", ("panda_hand", "panda_leftfinger")),
+        ("ur5", ("tool0",)),
+        ("ur5", ("wrist_2_link", "base_link")),
+        ("toy_tree", ("tool", "arm_c", "camera")),
+        ("toy_tree", ("tool",)),
+    ],
+)
+def test_subtree_places_its_links_like_the_reference_fk(robot_name, links):
+    """The solver's reduced robot (ancestors only, fixed links merged away) puts every
+    requested link where the independent float64 FK of the whole URDF does."""
+    from reference_fk import quat_wxyz_to_matrix, reference_fk
+
+    from pyroki_ros.robots import urdf_path
+
+    urdf = TREE_URDF if robot_name == "toy_tree" else urdf_path(robot_name).read_text()
+    robot = Robot.from_urdf(urdf)
+    reduced = robot.subtree(links)
+    for link in links:
+        assert link in reduced.link_names  # requested links are kept, even fixed ones
+    needed = {robot.link_names[a] for link in links for a in robot.ancestors(link)}
+    assert set(reduced.link_names) <= needed
+    for name in needed - set(reduced.link_names):  # merged away: only fixed-joint links
+        assert robot.joint_type[robot.link_index(name)] == 0, name
+    if links == ("panda_hand",):  # link8 (fixed, between link7 and the hand) is merged
+        assert "panda_link8" not in reduced.link_names
+    q = robot.random_configurations(jax.random.PRNGKey(3), (6,))
+    poses = np.asarray(reduced.forward_kinematics(q).wxyz_xyz, np.float64)
+    for b in range(6):
+        expected = reference_fk(urdf, np.asarray(q[b], np.float64), robot.joint_names)
+        for link in links:
+            pose = poses[b, reduced.link_index(link)]
+            np.testing.assert_allclose(pose[4:], expected[link][:3, 3], atol=2e-6)
+            np.testing.assert_allclose(
+                quat_wxyz_to_matrix(pose[:4]), expected[link][:3, :3], atol=2e-6
+            )
