@@ -918,6 +918,7 @@ class PoseSolver:
         self._program = solver.program(self._structure, 1)
         self._n = solver.robot.n_joints
         self._columns = _answer_columns(self._n, 1)
+        self._success = self._columns["success"].start
 
     def __call__(self, target, seed=None, *, timeout: float = 0.0) -> IKResult:
         """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center),
@@ -957,8 +958,8 @@ class PoseSolver:
         packed[self._start : self._stop] = problem
         start = time.perf_counter()
         out = np.asarray(self._program(packed))
-        timed_out = False
-        if out[0, self._columns["success"].start] < 0.5:  # restarts left, or a rest bias
+        record, timed_out = out[0].tolist(), False
+        if record[self._success] < 0.5:  # restarts left, or a rest bias
             out, timed_out = self._solver._second_stage(
                 out,
                 packed[self._start :].reshape(1, -1),
@@ -968,8 +969,9 @@ class PoseSolver:
                 start,
                 timeout,
             )
+            record = out[0].tolist()
         seconds = time.perf_counter() - start
-        return self._solver._one_result(out[0].tolist(), self._columns, seconds, timed_out)
+        return self._solver._one_result(record, self._columns, seconds, timed_out)
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:
