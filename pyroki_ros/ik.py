@@ -847,15 +847,18 @@ class IKSolver:
         self, record: list[float], columns: dict, seconds: float, timed_out: bool = False
     ) -> IKResult:
         """IKResult of a single problem from its answer record as Python floats (for one
-        short record, cheaper than numpy's per-call set-up)."""
+        short record, cheaper than numpy's per-call set-up): one float64 array, the fields
+        views of it."""
+        q = columns["q"]
+        values = np.array(self._into_limits_list(record[q]) + record[q.stop :])
         return IKResult(
-            q=np.array(self._into_limits_list(record[columns["q"]])),
-            success=np.bool_(record[columns["success"].start] > 0.5),
-            position_error=np.array(record[columns["pos"]]),
-            orientation_error=np.array(record[columns["rot"]]),
+            q=values[q],
+            success=np.True_ if record[columns["success"].start] > 0.5 else np.False_,
+            position_error=values[columns["pos"]],
+            orientation_error=values[columns["rot"]],
             iterations=np.int64(record[columns["iterations"].start]),
             solve_seconds=seconds,
-            cost=np.float64(record[columns["cost"].start]),
+            cost=values[columns["cost"].start],
             timed_out=timed_out,
         )
 
@@ -926,7 +929,8 @@ class PoseSolver:
 
         A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
         """
-        if np.shape(target) != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
+        shape = getattr(target, "shape", None) or np.shape(target)  # an array's is cheaper
+        if shape != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
             return self._solver.solve(
                 obj.pose(
                     self._template.link,
