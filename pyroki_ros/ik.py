@@ -471,16 +471,9 @@ def _structure(o: obj.Objective) -> tuple:
     return (o.kind, o.link, o.reference, o.align_axis)
 
 
-def _packed_solve(
-    robot: Robot, n: int, joints: tuple[int, ...], structure: tuple, lanes: int, packed
-):
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
     """The jitted entry point: one flat array in (the packed settings, then the (N, n + 18 k)
     rows of seeds and targets), one (N, n + 3 + 2k) array out.
-
-    ``robot`` is reduced to what the objectives need: its links (see Robot.subtree) and its
-    actuated joints ``joints`` (indices into the n of the full robot; see Robot.with_joints).
-    The other joints cannot move an objective's link: they keep their seed values, and the
-    least-squares system is that much smaller.
 
     One argument, not two: each argument of a jitted call is a separate host-to-device copy
     (~3 us on a CPU), a noticeable share of a single small solve.
@@ -488,6 +481,7 @@ def _packed_solve(
     Output columns: q (n), success, position errors (k), orientation errors (k), iterations,
     cost.
     """
+    n = robot.n_joints
     width = n + _WIDTH * len(structure)
     settings, n_valid = _Settings.unpack(packed[: _Settings.size(n)], n)
     params = packed[_Settings.size(n) :].reshape(-1, width)
@@ -503,19 +497,7 @@ def _packed_solve(
                 **fields, kind=kind, link=link, reference=reference, align_axis=align_axis
             )
         )
-    seeds = params[:, :n]
-    if len(joints) == n:
-        return _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes)
-    pick = np.asarray(joints)
-    settings = dataclasses.replace(
-        settings,
-        active=settings.active[pick],
-        max_deviation=settings.max_deviation[pick],
-        rest=settings.rest[pick],
-    )
-    out = _solve_all(robot, tuple(objectives), seeds[:, pick], n_valid, settings, lanes)
-    q = seeds.at[:, pick].set(out[:, : len(joints)])
-    return jnp.concatenate([q, out[:, len(joints) :]], axis=1)
+    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
 
 
 def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
@@ -571,11 +553,8 @@ class IKSolver:
                 program = self._programs.get(key)
                 if program is None:
                     links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
-                    pruned = self.robot.subtree(tuple(sorted(links)))
-                    joints = tuple(sorted({i for i in pruned.q_index if i >= 0}))
-                    pruned = jax.device_put(pruned.with_joints(joints), self.device)
-                    n = self.robot.n_joints
-                    fn = functools.partial(_packed_solve, pruned, n, joints, structure, lanes)
+                    pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
+                    fn = functools.partial(_packed_solve, pruned, structure, lanes)
                     program = self._programs[key] = jax.jit(fn)
         return program
 
