@@ -394,10 +394,9 @@ def _batch_problem(panda, rng_seed: int, n_obstacles: int):
     return world, cases, np.stack([c.start for c in cases]), np.stack([c.goal_pose for c in cases])
 
 
-def test_plan_batch_solves_many_pairs_in_one_call(panda):
-    _, _, planner, model = panda
-    world, cases, starts, goals = _batch_problem(panda, 8, 4)
-    results = planner.plan_batch(
+def _vmapped_batch_alone(planner, world, starts, goals):
+    """plan_batch's vmapped solve for hand pose goals, without re-planning its failures."""
+    return planner.plan_batch(
         starts,
         goals,
         tip="panda_hand",
@@ -406,6 +405,12 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
         replan_failures=False,
         batched=True,
     )
+
+
+def test_plan_batch_solves_many_pairs_in_one_call(panda):
+    _, _, planner, model = panda
+    world, cases, starts, goals = _batch_problem(panda, 8, 4)
+    results = _vmapped_batch_alone(planner, world, starts, goals)
     assert len(results) == len(cases)
     obstacles = _obstacles_kwargs(world)
     for case, plan in zip(cases, results):
@@ -435,15 +440,7 @@ def test_plan_batch_replans_the_batch_failures_one_by_one(panda):
     _, _, planner, model = panda
     # 10 obstacles: the batch alone fails 2 of these 4 pairs
     world, cases, starts, goals = _batch_problem(panda, 13, 10)
-    alone = planner.plan_batch(
-        starts,
-        goals,
-        tip="panda_hand",
-        world=world,
-        num_steps=STEPS,
-        replan_failures=False,
-        batched=True,
-    )
+    alone = _vmapped_batch_alone(planner, world, starts, goals)
     assert not all(r.success for r in alone), "the batch solves every pair: pick another seed"
     assert not any("re-planned" in r.message for r in alone)
     results = planner.plan_batch(
