@@ -251,9 +251,10 @@ def _answer(layout: _Layout, acc, best, done, iterations):
     )
 
 
-def _single_solve(robot, objectives, seeds, settings: _Settings) -> jax.Array:
+def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.Array:
     """The one-problem program (bucket 1): the loop of :func:`_queue_solve` without the queue,
-    so the box is computed once and no iteration gathers or scatters problem data.
+    so the box is computed once and no iteration gathers or scatters problem data. A problem
+    that is not ``valid`` (NaN, a zero quaternion) runs no iteration and reports failure.
 
     Returns the answer record (1, n + 3 + 2k) (see :func:`_answer_columns`).
     """
@@ -271,7 +272,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings) -> jax.Array:
         "best": empty,
         "lam": jnp.full(1, _DAMPING_START, dtype),
         "counters": jnp.stack([zero, zero, zero]),  # restart, iterations (restart, total)
-        "finish": jnp.zeros(1, bool),
+        "finish": ~valid[:1],
         "done": jnp.zeros(1, bool),
     }
 
@@ -408,7 +409,7 @@ def _queue_solve(
 
 
 def _solve_all(
-    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int
+    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int, valid
 ) -> jax.Array:
     """All problems ``[0, n_valid)``: a capped pass, then a pass over the leftovers.
 
@@ -425,7 +426,7 @@ def _solve_all(
     out = out.at[:, columns["cost"]].set(jnp.inf)
     problems = jnp.arange(n_problems)
     if n_problems == 1:  # one problem: one pass with the whole budget, no queue
-        return _single_solve(robot, objectives, seeds, settings)
+        return _single_solve(robot, objectives, seeds, settings, valid)
     cap = jnp.minimum(
         settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart
     )
@@ -476,15 +477,20 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
     rows of seeds and targets), one (N, n + 3 + 2k) array out.
 
     One argument, not two: each argument of a jitted call is a separate host-to-device copy
-    (~3 us on a CPU), a noticeable share of a single small solve.
+    (~3 us on a CPU), a noticeable share of a single small solve. The program also does the
+    per-row preparation that would otherwise cost host time per call (a few fused kernels
+    here, several microseconds of Python there): seeds into the limits, target quaternions
+    made unit, and a row with NaN or a zero quaternion marked invalid (see _single_solve).
 
-    Output columns: q (n), success, position errors (k), orientation errors (k), iterations,
-    cost.
+    Output columns: q (n, inside the float64 limits once widened to float64), success,
+    position errors (k), orientation errors (k), iterations, cost.
     """
     n = robot.n_joints
     width = n + _WIDTH * len(structure)
     settings, n_valid = _Settings.unpack(packed[: _Settings.size(n)], n)
     params = packed[_Settings.size(n) :].reshape(-1, width)
+    valid = jnp.all(jnp.isfinite(params), axis=1)
+    lower, upper, continuous = _inner_limits(robot)
     objectives = []
     column = n
     for kind, link, reference, align_axis in structure:
@@ -492,12 +498,43 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
         for name, size in _FIELDS:
             fields[name] = params[:, column : column + size]
             column += size
+        wxyz, position = fields["target"][:, :4], fields["target"][:, 4:]
+        norm = jnp.sqrt(jnp.sum(wxyz * wxyz, axis=1, keepdims=True))
+        valid = valid & (norm[:, 0] > 1e-9)
+        fields["target"] = jnp.concatenate([wxyz / norm, position], axis=1)
         objectives.append(
             obj.Objective(
                 **fields, kind=kind, link=link, reference=reference, align_axis=align_axis
             )
         )
-    return _solve_all(robot, tuple(objectives), params[:, :n], n_valid, settings, lanes)
+    seeds = _wrap_or_clip(params[:, :n], lower, upper, continuous)
+    out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid)
+    q = _wrap_or_clip(out[:, :n], lower, upper, continuous)
+    return jnp.concatenate([q, out[:, n:]], axis=1)
+
+
+@functools.cache
+def _inner_limits_cached(exact_limits: tuple, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    lower, upper = np.array(exact_limits, np.float64).reshape(-1, 2).T
+    low, high = lower.astype(dtype), upper.astype(dtype)
+    # Round inwards: a limit that rounds outwards in float32 would let an answer, once
+    # widened to float64, sit past the URDF's limit.
+    low = np.where(low < lower, np.nextafter(low, np.inf, dtype=low.dtype), low)
+    high = np.where(high > upper, np.nextafter(high, -np.inf, dtype=high.dtype), high)
+    return low, high
+
+
+def _inner_limits(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The limits in the robot's dtype, rounded inwards, and which joints are continuous
+    (numpy: constants of the program). (n,) each."""
+    low, high = _inner_limits_cached(robot.exact_limits, str(np.dtype(robot.dtype)))
+    return low, high, np.asarray(robot.continuous, bool)
+
+
+def _wrap_or_clip(q, lower, upper, continuous):
+    """(N, n): continuous joints wrapped to [-pi, pi), the others clipped into the limits."""
+    wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
+    return jnp.where(continuous, wrapped, jnp.clip(q, lower, upper))
 
 
 def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
@@ -539,7 +576,6 @@ class IKSolver:
         self._center = (self._lower + self._upper) / 2
         self._continuous = np.asarray(robot.continuous, bool)
         self._any_continuous = bool(self._continuous.any())
-        self._lower_list, self._upper_list = self._lower.tolist(), self._upper.tolist()
         self._continuous_indices = np.flatnonzero(self._continuous).tolist()
         self._dtype = np.dtype(robot.dtype)
 
@@ -827,13 +863,12 @@ class IKSolver:
     ) -> IKResult:
         """IKResult from answer records (count, width), reshaped to ``batch``."""
         if batch == ():
-            return self._one_result(out[0].tolist(), columns, seconds, timed_out)
+            return self._one_result(out[0], columns, seconds, timed_out)
         out = np.asarray(out, np.float64)  # one conversion for every field
         field = lambda name: out[:, columns[name]].reshape(*batch, -1)
         scalar = lambda name: out[:, columns[name].start].reshape(batch)
         return IKResult(
-            # float32 limits can round past the float64 ones: clip on the host in float64.
-            q=self.into_limits(field("q")),
+            q=self.into_limits(field("q")),  # the program's q is inside: wraps in float64
             success=scalar("success") > 0.5,
             position_error=field("pos"),
             orientation_error=field("rot"),
@@ -844,34 +879,25 @@ class IKSolver:
         )
 
     def _one_result(
-        self, record: list[float], columns: dict, seconds: float, timed_out: bool = False
+        self, record: np.ndarray, columns: dict, seconds: float, timed_out: bool = False
     ) -> IKResult:
-        """IKResult of a single problem from its answer record as Python floats (for one
-        short record, cheaper than numpy's per-call set-up): one float64 array, the fields
-        views of it."""
-        q = columns["q"]
-        values = np.array(self._into_limits_list(record[q]) + record[q.stop :])
+        """IKResult of a single problem from its answer record (width,): one float64 array,
+        the fields views of it (for one short record, numpy's per-call set-up is the cost)."""
+        values = record.astype(np.float64)
+        if self._continuous_indices:  # wrapped in float32 may round to pi: again in float64
+            angles = values[self._continuous_indices]
+            values[self._continuous_indices] = np.mod(angles + np.pi, 2 * np.pi) - np.pi
+        success = columns["success"].start
         return IKResult(
-            q=values[q],
-            success=np.True_ if record[columns["success"].start] > 0.5 else np.False_,
+            q=values[columns["q"]],
+            success=values[success] > 0.5,
             position_error=values[columns["pos"]],
             orientation_error=values[columns["rot"]],
-            iterations=np.int64(record[columns["iterations"].start]),
+            iterations=np.int64(values[columns["iterations"].start]),
             solve_seconds=seconds,
             cost=values[columns["cost"].start],
             timed_out=timed_out,
         )
-
-    def _into_limits_list(self, q: list[float]) -> list[float]:
-        """:meth:`into_limits` for one configuration as Python floats (NaN stays NaN)."""
-        # Comparisons, not min/max: a builtin call per value costs more here.
-        out = [
-            lo if v < lo else (hi if v > hi else v)  # noqa: FURB136
-            for v, lo, hi in zip(q, self._lower_list, self._upper_list)
-        ]
-        for i in self._continuous_indices:
-            out[i] = (q[i] + math.pi) % (2 * math.pi) - math.pi
-        return out
 
 
 class PoseSolver:
@@ -907,20 +933,21 @@ class PoseSolver:
         # the settings of the first stage, without and with a time budget (see solve()).
         self._first = {timed: solver._first_stage(settings, timed) for timed in (False, True)}
         tail = [template.axis, template.local_point, template.local_axis, template.weights]
-        self._inputs = {  # filled in per call between [start, stop)
+        self._inputs = {  # seed (default: the center) and target filled in per call
             timed: np.concatenate(
                 [solver._packed(first, 1), np.zeros(solver.robot.n_joints + 7), *tail],
                 dtype=solver._dtype,
             )
             for timed, first in self._first.items()
         }
-        self._start = _Settings.size(solver.robot.n_joints)
-        self._stop = self._start + solver.robot.n_joints + 7
-        self._center = solver._center.tolist()
+        n = self._n = solver.robot.n_joints
+        self._seed = slice(_Settings.size(n), _Settings.size(n) + n)
+        self._target = slice(self._seed.stop, self._seed.stop + 7)
+        for inputs in self._inputs.values():
+            inputs[self._seed] = solver._center
         self._structure = (_structure(template),)
         self._program = solver.program(self._structure, 1)
-        self._n = solver.robot.n_joints
-        self._columns = _answer_columns(self._n, 1)
+        self._columns = _answer_columns(n, 1)
         self._success = self._columns["success"].start
 
     def __call__(self, target, seed=None, *, timeout: float = 0.0) -> IKResult:
@@ -928,6 +955,9 @@ class PoseSolver:
         within ``timeout`` s (0 = none; as for :meth:`IKSolver.solve`).
 
         A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
+
+        Raises:
+            ValueError: NaN or infinite values, a zero quaternion.
         """
         shape = getattr(target, "shape", None) or np.shape(target)  # an array's is cheaper
         if shape != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
@@ -943,39 +973,36 @@ class PoseSolver:
                 timeout=timeout,
                 **self._options,
             )
-        # Python floats throughout: for one short row, cheaper than numpy's per-call set-up
-        # (see objectives._all_finite).
-        w, x, y, z, *position = np.asarray(target, np.float64).tolist()
-        norm = math.sqrt(w * w + x * x + y * y + z * z)
-        if not norm > 1e-9:
-            raise ValueError("target quaternion is zero or not finite")
-        seed = (
-            self._center
-            if seed is None
-            else self._solver._into_limits_list(np.asarray(seed, np.float64).tolist())
-        )
-        problem = [*seed, w / norm, x / norm, y / norm, z / norm, *position]
-        if not all(map(math.isfinite, problem)):
-            raise ValueError("target or seed contain NaN or infinite values")
+        # Straight into the program's input: it normalises the quaternion, puts the seed
+        # into the limits and flags NaN (checked below, off the path of a solved target).
         timed = timeout > 0
         packed = self._inputs[timed].copy()
-        packed[self._start : self._stop] = problem
+        packed[self._target] = target
+        if seed is not None:
+            packed[self._seed] = seed
         start = time.perf_counter()
         out = np.asarray(self._program(packed))
-        record, timed_out = out[0].tolist(), False
-        if record[self._success] < 0.5:  # restarts left, or a rest bias
+        timed_out = False
+        if out[0, self._success] < 0.5:  # restarts left, a rest bias, or invalid input
+            self._check(packed)
             out, timed_out = self._solver._second_stage(
                 out,
-                packed[self._start :].reshape(1, -1),
+                packed[self._seed.start :].reshape(1, -1),
                 self._settings,
                 self._first[timed],
                 self._structure,
                 start,
                 timeout,
             )
-            record = out[0].tolist()
         seconds = time.perf_counter() - start
-        return self._solver._one_result(record, self._columns, seconds, timed_out)
+        return self._solver._one_result(out[0], self._columns, seconds, timed_out)
+
+    def _check(self, packed: np.ndarray) -> None:
+        problem = packed[self._seed.start : self._target.stop]
+        if not np.isfinite(problem).all():
+            raise ValueError("target or seed contain NaN or infinite values")
+        if not np.linalg.norm(problem[self._n : self._n + 4]) > 1e-9:
+            raise ValueError("target quaternion is zero")
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:

@@ -811,6 +811,16 @@ def test_pose_solver_answers_like_solve_and_checks_its_input(panda):
     np.testing.assert_allclose(prepared(scaled, seed=seeds[2]).q, results[2].q, atol=1e-6)
     # the inactive finger joint stays at the (float32) seed
     np.testing.assert_array_equal(results[3].q[7:], seeds[3][7:].astype(np.float32))
+    # a seed past the limits starts from its clipped value; answers at a limit whose float32
+    # copy rounds outwards (panda_joint1: 2.8973) still lie inside the float64 limits
+    lower, upper = np.array(panda.robot.exact_limits).T
+    assert np.float32(upper[0]) > upper[0]
+    past = prepared(poses[4], seed=upper + 0.5)
+    np.testing.assert_allclose(past.q, prepared(poses[4], seed=upper).q, atol=1e-6)
+    held = solver.pose_solver("panda_hand", active_joints=PANDA_ARM[1:])  # joint1 held
+    for r in (past, held(poses[4], seed=upper), held(poses[4], seed=upper + 0.5)):
+        assert np.all(r.q >= lower) and np.all(r.q <= upper)
+    assert held(poses[4], seed=upper).q[0] == np.nextafter(np.float32(upper[0]), np.float32(0))
     # a batch of targets goes through solve()
     batch = prepared(poses[:3])
     assert batch.q.shape == (3, 8) and bool(np.all(batch.success))
