@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import objectives as obj
+from .constant_pool import pooled_constants
 from .linalg import solve_spd
 from .robot import Robot
 
@@ -296,7 +297,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
             "done": done,
         }
 
-    s = jax.lax.while_loop(lambda s: ~s["finish"][0], body, state)
+    s = jax.lax.while_loop(lambda s: ~s["finish"][0], pooled_constants(body), state)
     return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
 
 
