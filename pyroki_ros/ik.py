@@ -231,7 +231,7 @@ def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
     # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
     gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
     diagonal = lam[None] + (1.0 - free) + settings.rest_weight
-    eye = np.eye(n)[:, :, None]  # numpy: a constant in the program, not a kernel
+    eye = np.eye(n, dtype=acc.dtype)[:, :, None]  # numpy: a constant, not a kernel
     step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
     step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
     return _into_bounds(acc_q + step, lower, upper, wraps)
@@ -281,7 +281,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
         acc, best, lam, done = _accept(
             robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
         )
-        restarts, iters_restart, iters_total = s["counters"] + jnp.array([[0], [1], [1]])
+        restarts, iters_restart, iters_total = s["counters"] + np.array([[0], [1], [1]], np.int32)
         finish = done | (iters_total >= settings.max_iterations)
         restart = ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
         restarts = restarts + restart.astype(jnp.int32)

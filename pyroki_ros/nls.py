@@ -105,14 +105,14 @@ def banded_matrix_blocks(
     w = jnp.diag(lin.coupling_weights)
     diag = jnp.einsum("gij,kl->gikjl", s_diag, w)
     lower = jnp.einsum("gij,kl->gikjl", s_sub, w)
-    eye_b = np.eye(b)
-    shift = np.eye(b, k=-1)  # [i, i - 1] = 1: block (t + 1, t) inside a group
+    eye_b = np.eye(b, dtype=a.dtype)
+    shift = np.eye(b, k=-1, dtype=a.dtype)  # [i, i - 1] = 1: block (t + 1, t) in a group
     a_g = a.reshape(groups, b, n, n)
     sub_g = sub[: groups * b].reshape(groups, b, n, n)
     diag = diag + jnp.einsum("gikl,ij->gikjl", a_g, eye_b)
     within = jnp.einsum("gjkl,ij->gikjl", sub_g, shift)
     diag = diag + within + jnp.swapaxes(jnp.swapaxes(within, 1, 3), 2, 4)
-    corner = np.zeros((b, b))
+    corner = np.zeros((b, b), a.dtype)
     corner[0, b - 1] = 1.0  # block ((g + 1) b, g b + b - 1) links neighbouring groups
     lower = lower + jnp.einsum("gkl,ij->gikjl", sub_g[:-1, b - 1], corner)
 

@@ -890,3 +890,66 @@ def test_output_shapes_follow_the_batch_shape(panda, shape):
     if shape:
         shared = panda.solver.solve(objs, seed=seeds.reshape(count, 8)[0], active_joints=PANDA_ARM)
         assert shared.q.shape == (*shape, 8)
+
+
+_X64_SCRIPT = """
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)  # a user's setting for their own float64 work
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from reference_fk import reference_fk, make_transform, quat_wxyz_to_matrix, pose_errors
+from pyroki_ros import Robot
+from pyroki_ros import objectives as O
+from pyroki_ros.ik import IKSolver
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.trajopt import TrajectoryOptimizer
+
+urdf = urdf_path("panda").read_text()
+robot = Robot.from_urdf(urdf)  # float32, the default
+arm = [f"panda_joint{i}" for i in range(1, 8)]
+q_star = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5, 0.02])
+t = reference_fk(urdf, q_star, robot.joint_names)["panda_hand"]
+from scipy.spatial.transform import Rotation
+x, y, z, w = Rotation.from_matrix(t[:3, :3]).as_quat()
+target = np.array([w, x, y, z, *t[:3, 3]])
+solver = IKSolver(robot)
+answers = {
+    "solve": solver.solve(O.pose("panda_hand", target), active_joints=arm),
+    "pose_solver": solver.pose_solver("panda_hand", active_joints=arm)(target),
+}
+report = {}
+for name, r in answers.items():
+    got = reference_fk(urdf, r.q, robot.joint_names)["panda_hand"]
+    report[name] = [bool(r.success), *pose_errors(t, got)]
+start = np.array([0.0, -0.5, 0.0, -2.2, 0.0, 1.7, 0.8, 0.02])
+plan = TrajectoryOptimizer(robot).plan(start, (O.pose("panda_hand", target),), num_steps=16)
+got = reference_fk(urdf, plan.path[-1], robot.joint_names)["panda_hand"]
+report["plan"] = [bool(plan.success), *pose_errors(t, got)]
+print(json.dumps(report))
+"""
+
+
+def test_float32_robot_solves_with_jax_x64_enabled(tmp_path):
+    """jax_enable_x64 is process-wide (a user may need it elsewhere): with a float32 robot the
+    IK programs and the trajectory optimiser must keep one dtype (a float64 constant used to
+    promote the loop state and fail tracing). Checked with the independent reference FK."""
+    import json
+    import subprocess
+
+    script = tmp_path / "x64.py"
+    script.write_text(_X64_SCRIPT)
+    here = Path(__file__).resolve().parent
+    done = subprocess.run(
+        [sys.executable, str(script), str(here)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=here.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, (success, position_error, orientation_error) in report.items():
+        assert success, name
+        assert position_error < 1e-3 and orientation_error < math.radians(1.0), name
