@@ -39,7 +39,7 @@ DEFAULT_POSITION_TOLERANCE = 1e-3  # m
 DEFAULT_ORIENTATION_TOLERANCE = math.radians(1.0)  # rad
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # slots: cheaper to build, per solve
 class IKResult:
     """Solutions for a batch of ``(*batch,)`` problems (numpy arrays)."""
 
@@ -888,13 +888,12 @@ class IKSolver:
         if self._continuous_indices:  # wrapped in float32 may round to pi: again in float64
             angles = values[self._continuous_indices]
             values[self._continuous_indices] = np.mod(angles + np.pi, 2 * np.pi) - np.pi
-        success = columns["success"].start
         return IKResult(
             q=values[columns["q"]],
-            success=values[success] > 0.5,
+            success=np.True_ if values.item(columns["success"].start) > 0.5 else np.False_,
             position_error=values[columns["pos"]],
             orientation_error=values[columns["rot"]],
-            iterations=np.int64(values[columns["iterations"].start]),
+            iterations=np.int64(values.item(columns["iterations"].start)),
             solve_seconds=seconds,
             cost=values[columns["cost"].start],
             timed_out=timed_out,
