@@ -101,6 +101,7 @@ class _Problem:
     tolerances: jax.Array  # (3,) position m, orientation rad, early-stop relative decrease
     vectors: jax.Array  # (T, V, 3) link-to-link vector targets (retargeting), root frame
     vector_weights: jax.Array  # (T, V)
+    initial_damping: jax.Array  # () Marquardt damping of the first step
     vector_links: tuple[tuple[int, int], ...] = dataclasses.field(
         default=(), metadata={"static": True}
     )  # (from, to) link indices: residual p_to - p_from - vectors[t, v]
@@ -451,6 +452,7 @@ def _solve_starts(robot, collide, smoothing, bandwidth, samples, p: _Problem, st
             max_iterations=q.max_iterations,
             relative_tolerance=1e-5,
             satisfied_tolerance=q.tolerances[2],
+            initial_damping=q.initial_damping,
         )
         pos, rot, min_world, min_self = _report(robot, collide, q, result.x, samples)
         return result.x, result.cost, result.iterations, pos, rot, min_world, min_self
@@ -552,6 +554,7 @@ class TrajectoryOptimizer:
         vector_targets: np.ndarray | None = None,
         vector_weights: np.ndarray | None = None,
         manipulability_link: str | None = None,
+        initial_damping: float = 1e-3,
     ) -> PlanResult | list[PlanResult]:
         """Optimises B initial paths (B, T, n) and returns the best one (``each``: a result
         per start, for batches of different problems).
@@ -568,6 +571,9 @@ class TrajectoryOptimizer:
         segment midpoint is at least half the margin clear, stop as soon as a step lowers the
         cost by less than this fraction (a usable path, not the smoothest one). The best
         start is the successful one of least cost, else the one closest to success.
+        ``initial_damping``: the LM's Marquardt damping of its first step (relative to the
+        diagonal). The default is nearly Gauss-Newton, right for start paths already near
+        their targets (plans); a start path far from them needs more (see :func:`retarget`).
         """
         clock = time.perf_counter()
         robot = self.robot
@@ -594,6 +600,8 @@ class TrajectoryOptimizer:
             world = self._empty_world
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin must be finite and >= 0, got {margin}")
+        if not (np.isfinite(initial_damping) and initial_damping > 0):
+            raise ValueError(f"initial_damping must be finite and > 0, got {initial_damping}")
         rest = (self._lower + self._upper) / 2 if rest is None else np.asarray(rest, np.float64)
         # Bounds: the limits, but a fixed variable keeps its (possibly wrapped) start value.
         lower = np.where(free > 0, self._lower, starts)  # (B, T, n)
@@ -629,6 +637,7 @@ class TrajectoryOptimizer:
             tolerances=np.asarray([position_tolerance, orientation_tolerance, early_stop], dt),
             vectors=np.asarray(vector_targets, dt).reshape(t_count, len(vectors), 3),
             vector_weights=np.asarray(vector_weights, dt).reshape(t_count, len(vectors)),
+            initial_damping=np.asarray(initial_damping, dt),
             vector_links=tuple((robot.link_index(a), robot.link_index(b)) for a, b in vectors),
             manipulability_link=-1
             if manipulability_link is None
@@ -1124,6 +1133,52 @@ def _knot_bucket(t_count: int) -> int:
     return size
 
 
+# Retargeting paths start held still at one configuration, far from the keypoints of later
+# steps: an undamped (Gauss-Newton) first step leapt across to another IK branch (a Panda
+# following link-to-link vectors flipped its wrist, joint 5 onto its limit, and the limit then
+# blocked the motion 10-27 mm off); damped steps bend the path from its start towards the
+# motion. Any value from 0.1 to 10 gave the same paths in 10-57 iterations (10 cases).
+RETARGET_DAMPING = 1.0
+# IK iterations (restarts included) for the start configuration: reachable keypoints are
+# reached within the first restarts; towards unreachable ones the IK would spend its whole
+# default budget (1000) on an answer that is not used (see _retarget_start).
+RETARGET_START_ITERATIONS = 150
+
+
+def _retarget_start(
+    planner: TrajectoryOptimizer,
+    links: tuple[str, ...],
+    targets: np.ndarray,
+    link_weights: np.ndarray,
+    seed: np.ndarray,
+    active_joints: tuple[str, ...] | None,
+) -> np.ndarray:
+    """(n,) the configuration a retargeting path starts from (held still; every knot, the
+    first one included, is then optimised): IK from the seed towards the keypoints
+    ``targets`` (K, 3) of the first step, each link weighted as in the path's cost and only
+    the active joints moving, if that reaches them; else the seed.
+
+    Only a reaching answer: towards keypoints out of reach the IK returns whichever of its
+    random restarts came closest, among configurations about equally close, and the path
+    optimised from there depended on that draw. Without weighted links (only link-to-link
+    vectors, which are relative) there is nothing absolute to reach: the seed, the
+    configuration the robot is in."""
+    pulling = tuple(
+        obj.position(link, targets[i], weight=float(link_weights[i]))
+        for i, link in enumerate(links)
+        if link_weights[i] > 0
+    )
+    if not pulling:
+        return seed
+    ik = planner.ik.solve(
+        pulling,
+        seed=seed,
+        active_joints=active_joints,
+        max_iterations=RETARGET_START_ITERATIONS,
+    )
+    return np.asarray(ik.q, np.float64) if ik.success else seed
+
+
 def retarget(
     planner: TrajectoryOptimizer,
     links: tuple[str, ...],
@@ -1150,7 +1205,10 @@ def retarget(
         links: K link names.
         keypoints: (T, K, 3) positions in the robot's root frame (m), T >= 2.
         seed: (n,) configuration the motion starts from (default the middle of the limits);
-            the first knot is free, the seed only initialises the path.
+            the first knot is free, the seed only initialises the path: every knot starts at
+            the IK solution from the seed for the first step's weighted keypoints (only the
+            active joints moving), or at the seed where none are weighted or IK cannot reach
+            them.
         link_weights: (K,) >= 0 relative weights (default 1).
         scale: keypoints are multiplied by this (e.g. human to robot size).
         smoothness: multiplies the velocity and acceleration weights.
@@ -1210,6 +1268,9 @@ def retarget(
     )
     active = np.ones(n)
     if active_joints is not None:
+        active_joints = tuple(active_joints)
+        if not active_joints:
+            raise ValueError("active_joints is empty: nothing may move")
         active = np.zeros(n)
         active[[robot.joint_index(j) for j in active_joints]] = 1.0
     free = np.ones((t_count, n)) * active
@@ -1220,17 +1281,14 @@ def retarget(
         velocity=base.velocity * smoothness,
         acceleration=base.acceleration * smoothness,
     )
-    # Start from the seed held still; solve the first step as IK so the path starts near it.
-    first = planner.ik.solve(
-        tuple(obj.position(link, targets[0, i]) for i, link in enumerate(links)), seed=seed
-    ).q
-    starts = np.repeat(np.where(active > 0, first, seed)[None, None], t_count, 1)
     pairs = tuple((int(i), int(j)) for i, j in vector_pairs)
     for i, j in pairs:
         if not (0 <= i < len(links) and 0 <= j < len(links)) or i == j:
             raise ValueError(f"vector pair ({i}, {j}) must name two different links by index")
     if not (np.isfinite(vector_weight) and vector_weight >= 0):
         raise ValueError(f"vector_weight must be finite and >= 0, got {vector_weight}")
+    start = _retarget_start(planner, links, targets[0], weights_k, seed, active_joints)
+    starts = np.repeat(start[None, None], t_count, 1)
     vector_targets = (
         np.stack([targets[:, j] - targets[:, i] for i, j in pairs], 1) if pairs else None
     )
@@ -1248,6 +1306,7 @@ def retarget(
         max_iterations=max_iterations,
         position_tolerance=np.inf,
         orientation_tolerance=np.inf,
+        initial_damping=RETARGET_DAMPING,
     )
     frames = np.asarray(_link_poses(robot, result.path[:t_real].astype(planner._dtype)))
     idx = [robot.link_index(link) for link in links]

@@ -22,7 +22,7 @@ from pyroki_ros import Robot, nls, scenes, timing
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import TrajectoryOptimizer, retarget
+from pyroki_ros.trajopt import TrajectoryOptimizer, _retarget_start, retarget
 
 STEPS = 64
 
@@ -141,6 +141,37 @@ def test_chain_solver_reaches_the_linear_least_squares_optimum():
         solution = np.linalg.lstsq(a, b, rcond=None)[0]
         np.testing.assert_allclose(np.asarray(result.x)[inner, j], solution, atol=2e-4)
     assert bool(result.converged)
+
+
+def test_chain_cost_of_a_smooth_path_far_from_zero_is_accurate_in_float32():
+    """The smoothness cost of a path of joint values ~2.5 rad moving a little: float32 within
+    1e-5 of float64 (relative), also with a coupling that does not vanish on constants. The
+    direct x^T S x cancels terms of the joint values themselves and was 6e-4 off, more than
+    the relative decrease LM steps stop at."""
+    t_count, n = 32, 8
+    rng = np.random.default_rng(1)
+    s = np.linspace(0, 1, t_count)[:, None]
+    x = 2.5 + 0.3 * np.sin(3 * s + rng.uniform(0, 3, n)) + 1e-3 * rng.normal(size=(t_count, n))
+    x = x.astype(np.float32).astype(np.float64)  # the reference sees the same inputs
+    smoothing = nls.smoothing_matrices(t_count)
+    for coupling in (
+        1.0 * smoothing[0] + 4.0 * smoothing[1],
+        smoothing[1] + 0.1 * np.eye(t_count),  # S 1 != 0: the general formula
+    ):
+        weights = rng.uniform(0.5, 2.0, n)
+        exact = 0.5 * np.sum(weights * x * (coupling @ x))
+        f32 = lambda a: jnp.asarray(a, jnp.float32)
+        lin = nls.Linearization(
+            cost=f32(0.0),
+            gradient=f32(np.zeros((t_count, n))),
+            diagonal=f32(np.zeros((t_count, n, n))),
+            subdiagonal=f32(np.zeros((t_count - 1, n, n))),
+            coupling=f32(coupling),
+            coupling_weights=f32(weights),
+        )
+        gradient, cost = nls._coupling_terms(lin, f32(x))
+        assert abs(float(cost) - exact) < 1e-5 * exact, (float(cost), exact)
+        np.testing.assert_allclose(gradient, weights * (coupling @ x), atol=1e-5, rtol=1e-5)
 
 
 # --- collision residuals ---------------------------------------------------------------------
@@ -476,6 +507,67 @@ def test_retargeting_by_link_to_link_vectors_transfers_the_motion_shape(panda):
         assert np.linalg.norm(vector - wanted) < 3e-3, t
     with pytest.raises(ValueError, match="vector pair"):
         retarget(planner, links, keypoints, vector_pairs=[(0, 0)])
+
+
+def test_vector_only_retargeting_holds_its_bound_from_nearby_seeds(panda):
+    """Only link-to-link vectors (link_weights 0), the demonstrator 2 m away: the absolute
+    keypoints are out of reach, so nothing but the seed and the optimiser decides where the
+    path goes. From the demonstration's own start and from seeds up to 0.5 rad off it, the
+    robot's shoulder-to-elbow and elbow-to-hand vectors (reference FK) stay within 3 mm of
+    the scaled demonstration's at every step. (Started from an IK answer towards the
+    unreachable keypoints, the path depended on which IK restart came closest: 38 mm off once
+    the IK's restarts changed; started from the seed with an undamped first LM step, three of
+    these four seeds ended 10-27 mm off, two with the wrist flipped onto joint 5's limit.)"""
+    _robot, _, planner, _ = panda
+    q0 = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
+    q1 = q0 + np.array([0.9, 0.5, 0.2, 0.7, 0.3, -0.4, -0.3, 0.0])
+    links = ("panda_link2", "panda_link4", "panda_hand")
+    pairs = [(0, 1), (1, 2)]
+    keypoints = _link_positions(_smooth_path(q0, q1, 30), links) + np.array([2.0, 0.5, 0.0])
+    wanted = np.stack([keypoints[:, j] - keypoints[:, i] for i, j in pairs], 1)  # (T, 2, 3)
+    assert np.linalg.norm(wanted - wanted[:1], axis=-1).max() > 0.2  # the vectors really move
+    rng = np.random.default_rng(0)
+    offsets = np.r_[np.zeros((1, 7)), rng.uniform(-0.5, 0.5, (3, 7))]
+    for offset in offsets:
+        seed = np.clip(q0 + np.r_[offset, 0.0], check.LOWER, check.UPPER)
+        plan, step_errors = retarget(
+            planner, links, keypoints, seed=seed, link_weights=np.zeros(3), vector_pairs=pairs
+        )
+        assert check.within_limits(plan.path)
+        at = _link_positions(plan.path, links)
+        errors = np.linalg.norm(
+            np.stack([at[:, j] - at[:, i] for i, j in pairs], 1) - wanted, axis=-1
+        )
+        assert errors.max() < 3e-3, (
+            offset,
+            errors.max(),
+            np.unravel_index(errors.argmax(), errors.shape),
+        )
+        assert step_errors.min() > 1.0  # the absolute keypoints stayed out of reach
+
+
+def test_retargeting_starts_at_the_weighted_first_keypoints_or_at_the_seed(panda):
+    """The path's start configuration (every knot held at it before optimising): IK towards
+    the first step's keypoints of the links with weight > 0, only the active joints moving;
+    the seed when no link has weight (vectors only) or when the weighted keypoints are out of
+    reach (the IK's closest answer then depends on its restarts)."""
+    _robot, _, planner, _ = panda
+    seed = np.array([0.0, -0.3, 0.0, -2.0, 0.0, 1.8, 0.8, 0.02])
+    goal = np.array([0.4, 0.1, 0.0, -1.8, 0.0, 1.9, 0.8, 0.02])
+    links = ("panda_link4", "panda_hand")
+    first = _link_positions(goal[None], links)[0]  # (2, 3)
+    first[0] += 0.5  # link4's keypoint is far off: with weight 0 it must not pull
+    active = ("panda_joint1", "panda_joint2", "panda_joint4", "panda_joint6")
+    start = _retarget_start(planner, links, first, np.array([0.0, 1.0]), seed, active)
+    hand = check.link_pose(start, "panda_hand")[:3, 3]
+    assert np.linalg.norm(hand - first[1]) < 1e-3
+    moving = np.isin(check.JOINTS, active)
+    np.testing.assert_allclose(start[~moving], seed[~moving], atol=1e-6)  # float32 solve
+    assert np.abs(start[moving] - seed[moving]).max() > 0.1
+    far = first + np.array([2.0, 0.0, 0.0])
+    for weights, targets in ((np.zeros(2), first), (np.array([0.0, 1.0]), far)):
+        start = _retarget_start(planner, links, targets, weights, seed, None)
+        np.testing.assert_array_equal(start, seed)
 
 
 def _manipulability(q) -> float:
