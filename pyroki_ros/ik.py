@@ -475,7 +475,8 @@ def _structure(o: obj.Objective) -> tuple:
 
 def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
     """The jitted entry point: one flat array in (the packed settings, then the (N, n + 18 k)
-    rows of seeds and targets), one (N, n + 3 + 2k) array out.
+    rows of seeds and targets), one (N, n + 3 + 2k) array out. ``robot`` holds the links the
+    objectives need (see Robot.subtree) and every actuated joint.
 
     One argument, not two: each argument of a jitted call is a separate host-to-device copy
     (~3 us on a CPU), a noticeable share of a single small solve. The program also does the
@@ -509,7 +510,24 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
             )
         )
     seeds = _wrap_or_clip(params[:, :n], lower, upper, continuous)
-    out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid)
+    # Only the joints that move an objective's link are unknowns (a Panda's finger joint is
+    # not, for its hand): a smaller system; the others keep their seed values.
+    joints = tuple(sorted({i for i in robot.q_index if i >= 0}))
+    if len(joints) < n:
+        pick = np.asarray(joints)
+        reduced = dataclasses.replace(
+            settings,
+            active=settings.active[pick],
+            max_deviation=settings.max_deviation[pick],
+            rest=settings.rest[pick],
+        )
+        robot = robot.with_joints(joints)
+        out = _solve_all(robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid)
+        out = jnp.concatenate(
+            [seeds.at[:, pick].set(out[:, : len(joints)]), out[:, len(joints) :]], 1
+        )
+    else:
+        out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid)
     q = _wrap_or_clip(out[:, :n], lower, upper, continuous)
     return jnp.concatenate([q, out[:, n:]], axis=1)
 

@@ -255,6 +255,26 @@ class Robot:
             link_joint_names=tuple(self.link_joint_names[i] for i in keep),
         )
 
+    def with_joints(self, joints: tuple[int, ...]) -> Robot:
+        """The same links with only the actuated joints ``joints`` (indices, ascending):
+        configurations become (len(joints),). Every moving link must be driven by one of
+        them, as in a :meth:`subtree` with ``joints`` = the joints that drive its links."""
+        new_index = {old: new for new, old in enumerate(joints)}
+        if any(i >= 0 and i not in new_index for i in self.q_index):
+            raise ValueError("with_joints: a kept link moves with a joint that is left out")
+        pick = np.asarray(joints, dtype=int)
+        return dataclasses.replace(
+            self,
+            lower=self.lower[pick],
+            upper=self.upper[pick],
+            velocity_limits=self.velocity_limits[pick],
+            effort_limits=self.effort_limits[pick],
+            joint_names=tuple(self.joint_names[i] for i in joints),
+            continuous=tuple(self.continuous[i] for i in joints),
+            q_index=tuple(-1 if i < 0 else new_index[i] for i in self.q_index),
+            exact_limits=tuple(self.exact_limits[i] for i in joints),
+        )
+
     # --- convenience wrappers over pyroki_ros.kinematics -----------------------------------
 
     def forward_kinematics(self, q: jax.Array) -> jaxlie.SE3:

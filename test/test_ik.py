@@ -322,6 +322,24 @@ def test_inactive_joints_stay_exactly_at_the_seed(panda):
     assert np.any(result.q[:, mask] != seeds[:, mask].astype(np.float32))
 
 
+def test_joints_that_move_no_objective_link_keep_the_seed(panda):
+    """The finger joint is active (every joint is, by default) but moves nothing between the
+    root and panda_hand: it keeps its seed, even with a rest bias pulling elsewhere, while the
+    arm reaches the target (independent FK)."""
+    rng = np.random.default_rng(9)
+    seeds = panda.ref.random(rng, 6, margin=0.05)
+    q_star = panda.ref.random(rng, 6, margin=0.05)
+    specs = [Spec("pose", "panda_hand")]
+    targets = build(specs, panda.ref, q_star, rng)
+    finger = panda.robot.joint_index("panda_finger_joint1")
+    for options in ({}, {"rest": READY, "rest_weight": 1e-3}):
+        result = panda.solver.solve(specs[0].objective(targets[0]), seed=seeds, **options)
+        np.testing.assert_array_equal(result.q[:, finger], seeds[:, finger].astype(np.float32))
+        check_result(specs, panda, result, targets, min_success=0.9)
+    with pytest.raises(ValueError, match="left out"):
+        panda.robot.with_joints((0, 1))  # joints 3-7 move links too
+
+
 def test_position_with_three_active_joints(panda):
     rng = np.random.default_rng(6)
     active = ["panda_joint1", "panda_joint2", "panda_joint4"]
