@@ -551,9 +551,11 @@ def _inner_limits(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _wrap_or_clip(q, lower, upper, continuous):
-    """(N, n): continuous joints wrapped to [-pi, pi), the others clipped into the limits."""
-    wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
-    return jnp.where(continuous, wrapped, jnp.clip(q, lower, upper))
+    """(N, n): continuous joints wrapped to [-pi, pi), then every joint clipped into the
+    (inward-rounded) limits: a continuous joint's are +-pi, and a float32 wrap can land on
+    -pi rounded outwards."""
+    wrapped = jnp.where(continuous, jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi, q)
+    return jnp.clip(wrapped, lower, upper)
 
 
 def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
@@ -595,7 +597,6 @@ class IKSolver:
         self._center = (self._lower + self._upper) / 2
         self._continuous = np.asarray(robot.continuous, bool)
         self._any_continuous = bool(self._continuous.any())
-        self._continuous_indices = np.flatnonzero(self._continuous).tolist()
         self._dtype = np.dtype(robot.dtype)
 
     def program(self, structure: tuple, size: int):
@@ -902,10 +903,7 @@ class IKSolver:
     ) -> IKResult:
         """IKResult of a single problem from its answer record (width,): one float64 array,
         the fields views of it (for one short record, numpy's per-call set-up is the cost)."""
-        values = record.astype(np.float64)
-        if self._continuous_indices:  # wrapped in float32 may round to pi: again in float64
-            angles = values[self._continuous_indices]
-            values[self._continuous_indices] = np.mod(angles + np.pi, 2 * np.pi) - np.pi
+        values = record.astype(np.float64)  # q wrapped and inside the limits (the program)
         return IKResult(
             q=values[columns["q"]],
             success=np.True_ if values.item(columns["success"].start) > 0.5 else np.False_,

@@ -272,6 +272,16 @@ def test_inactive_continuous_seed_outside_pi_is_wrapped(toy):
     wrapped = np.mod(seeds[:, 0] + np.pi, 2 * np.pi) - np.pi
     np.testing.assert_allclose(result.q[:, 0], wrapped, atol=1e-6)
     assert result.success.all()
+    # One problem at a time (the single-problem program and result path), seeds on +-pi,
+    # whose float32 copies round outwards: answers inside [-pi, pi) in float64.
+    for spin in (np.pi, -np.pi, 4.0, -4.0):
+        seed = np.array([spin, 0.2])
+        one = toy.serial.solve(
+            O.position("tip", _toy_targets(toy, [spin, 0.5])), seed=seed, active_joints=["elbow"]
+        )
+        assert one.success and -np.pi <= one.q[0] < np.pi, one.q
+        angle = lambda a: [np.cos(a), np.sin(a)]
+        np.testing.assert_allclose(angle(one.q[0]), angle(spin), atol=1e-6)  # the same angle
 
 
 def test_max_deviation_lets_continuous_joint_cross_pi(toy):
