@@ -888,7 +888,7 @@ class IKSolver:
         field = lambda name: out[:, columns[name]].reshape(*batch, -1)
         scalar = lambda name: out[:, columns[name].start].reshape(batch)
         return IKResult(
-            q=self.into_limits(field("q")),  # the program's q is inside: wraps in float64
+            q=field("q"),  # wrapped and inside the limits (see _packed_solve)
             success=scalar("success") > 0.5,
             position_error=field("pos"),
             orientation_error=field("rot"),

@@ -846,7 +846,10 @@ def test_pose_solver_answers_like_solve_and_checks_its_input(panda):
     past = prepared(poses[4], seed=upper + 0.5)
     np.testing.assert_allclose(past.q, prepared(poses[4], seed=upper).q, atol=1e-6)
     held = solver.pose_solver("panda_hand", active_joints=PANDA_ARM[1:])  # joint1 held
-    for r in (past, held(poses[4], seed=upper), held(poses[4], seed=upper + 0.5)):
+    batch_held = solver.solve(
+        O.pose("panda_hand", poses[:3]), seed=np.stack([upper] * 3), active_joints=PANDA_ARM[1:]
+    )
+    for r in (past, held(poses[4], seed=upper), held(poses[4], seed=upper + 0.5), batch_held):
         assert np.all(r.q >= lower) and np.all(r.q <= upper)
     assert held(poses[4], seed=upper).q[0] == np.nextafter(np.float32(upper[0]), np.float32(0))
     # a batch of targets goes through solve()
