@@ -929,7 +929,8 @@ import jax
 jax.config.update("jax_enable_x64", True)  # a user's setting for their own float64 work
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from reference_fk import reference_fk, make_transform, quat_wxyz_to_matrix, pose_errors
+from ik_reference import pose7
+from reference_fk import pose_errors, reference_fk
 from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.ik import IKSolver
@@ -941,9 +942,7 @@ robot = Robot.from_urdf(urdf)  # float32, the default
 arm = [f"panda_joint{i}" for i in range(1, 8)]
 q_star = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5, 0.02])
 t = reference_fk(urdf, q_star, robot.joint_names)["panda_hand"]
-from scipy.spatial.transform import Rotation
-x, y, z, w = Rotation.from_matrix(t[:3, :3]).as_quat()
-target = np.array([w, x, y, z, *t[:3, 3]])
+target = pose7(t)
 solver = IKSolver(robot)
 answers = {
     "solve": solver.solve(O.pose("panda_hand", target), active_joints=arm),
