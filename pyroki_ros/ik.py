@@ -120,15 +120,11 @@ def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
     column = lambda x: x[:, None]
     active = column(settings.active)
     deviation = column(settings.max_deviation)
-    continuous = column(jnp.asarray(robot.continuous))
+    limit_low, limit_high, continuous = map(column, _inner_limits(robot))
     # A continuous joint has no limits: near the seed its box is [seed - d, seed + d] in
-    # unwrapped angles (it may cross +-pi; the answer is wrapped on the host).
-    lower = jnp.where(
-        continuous, seed - deviation, jnp.maximum(column(robot.lower), seed - deviation)
-    )
-    upper = jnp.where(
-        continuous, seed + deviation, jnp.minimum(column(robot.upper), seed + deviation)
-    )
+    # unwrapped angles (it may cross +-pi; the answer is wrapped at the end, _packed_solve).
+    lower = jnp.where(continuous, seed - deviation, jnp.maximum(limit_low, seed - deviation))
+    upper = jnp.where(continuous, seed + deviation, jnp.minimum(limit_high, seed + deviation))
     lower = jnp.where(active, lower, seed)
     upper = jnp.where(active, upper, seed)
     wraps = continuous & jnp.isinf(deviation) & active
@@ -673,10 +669,9 @@ class IKSolver:
         )
 
     def into_limits(self, q: np.ndarray) -> np.ndarray:
-        """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped.
-
-        Also removes float32 round-off past a float64 limit from the device's answers.
-        """
+        """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped (the
+        solver's rule, applied to seeds before they are cast to the program's dtype, so that
+        a continuous joint's accumulated angle wraps exactly)."""
         clipped = np.minimum(np.maximum(q, self._lower), self._upper)
         if not self._any_continuous:
             return clipped
