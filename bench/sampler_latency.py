@@ -28,7 +28,7 @@ import numpy as np
 from sampler_benchmark import targets_for  # same targets as the benchmark (bench/ on sys.path)
 
 from pyroki_ros import Robot
-from pyroki_ros.ik import IKSolver
+from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKSolver
 from pyroki_ros.robots import urdf_path
 from pyroki_ros.sampler import IKSampler
 from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
@@ -75,7 +75,7 @@ def main() -> None:
         # From a larger pool, the targets the solver's first attempt (from its default seed)
         # leaves unsolved: more iterations than one attempt has.
         pool = targets_for(sampler, 40 * args.targets, seed=2024)
-        per_attempt = 15  # IKSolver's default iterations_per_restart
+        per_attempt = DEFAULT_ITERATIONS_PER_RESTART
         iterations = solver.solve(objective_for(sampler, pool), active_joints=active).iterations
         targets = pool[iterations > per_attempt][: args.targets]
         print(

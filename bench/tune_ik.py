@@ -71,7 +71,7 @@ def sweep_orientation_weight(robot, tip: str, arm: list[str], targets: np.ndarra
         r = solver.solve(O.pose(tip, targets, orientation_weight=weight), active_joints=arm)
         it = r.iterations
         print(
-            f"| {weight} | {r.success.mean():.4f} | {(it <= 15).mean():.3f} | "
+            f"| {weight} | {r.success.mean():.4f} | {(it <= ik.DEFAULT_ITERATIONS_PER_RESTART).mean():.3f} | "
             f"{np.median(it):.0f} | {it.mean():.1f} | {np.percentile(it, 95):.0f} |",
             flush=True,
         )

@@ -37,6 +37,7 @@ Objectives = tuple[obj.Objective, ...]
 BUCKETS = (1, 16, 128, 1024, 8192, 65536)
 DEFAULT_POSITION_TOLERANCE = 1e-3  # m
 DEFAULT_ORIENTATION_TOLERANCE = math.radians(1.0)  # rad
+DEFAULT_ITERATIONS_PER_RESTART = 15  # LM iterations of one attempt (bench/tune_ik.py)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)  # slots: cheaper to build, per solve
@@ -700,7 +701,7 @@ class IKSolver:
         rest_weight: float = 0.0,
         position_tolerance: float = DEFAULT_POSITION_TOLERANCE,
         orientation_tolerance: float = DEFAULT_ORIENTATION_TOLERANCE,
-        iterations_per_restart: int = 15,
+        iterations_per_restart: int = DEFAULT_ITERATIONS_PER_RESTART,
         max_iterations: int = 1000,
     ) -> _Settings:
         """Checks and gathers the per-call options (see :meth:`solve`)."""

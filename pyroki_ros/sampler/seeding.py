@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import objectives as obj
-from ..ik import IKResult, IKSolver, _bucket
+from ..ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, _bucket
 from .core import IKSampler, _sample, pose_errors, tip_pose
 
 Strategy = Literal["best", "all"]
@@ -161,7 +161,9 @@ def seeded_solve(
     if strategy != "all":
         raise ValueError(f"strategy must be 'best' or 'all', got '{strategy}'")
     seeds = sampler.sample(targets, k, seed=seed, temperature=temperature)  # (*batch, k, n)
-    options.setdefault("max_iterations", options.get("iterations_per_restart", 15))
+    options.setdefault(
+        "max_iterations", options.get("iterations_per_restart", DEFAULT_ITERATIONS_PER_RESTART)
+    )
     every = solver.solve(objective_for(sampler, targets[..., None, :]), seed=seeds, **options)
     # Per target: a successful attempt if any, the lowest cost among those (or among all).
     rank = np.where(every.success, 0.0, 1.0) * 1e30 + np.nan_to_num(every.cost, nan=1e30)
