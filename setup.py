@@ -53,7 +53,7 @@ setup(
     install_requires=["numpy", "jax", "jaxlib", "jaxlie", "yourdfpy"],
     extras_require={
         "ros": ROS_KILTED,
-        "test": ["pytest"],
+        "test": ["pytest", "hypothesis"],
         "train": ["optax"],
     },
     entry_points={

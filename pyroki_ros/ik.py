@@ -611,6 +611,19 @@ class IKSolver:
                     program = self._programs[key] = jax.jit(fn)
         return program
 
+    def forget(self, structure: tuple) -> None:
+        """Drops the compiled programs of an objective structure (``tuple(_structure(o))``
+        per objective): their executables are freed once no caller holds them."""
+        with self._lock:
+            for key in [k for k in self._programs if k[0] == structure]:
+                del self._programs[key]
+
+    @property
+    def program_count(self) -> int:
+        """Jitted programs held (one per structure and lane count; each compiles once per
+        batch bucket)."""
+        return len(self._programs)
+
     def _cached_settings(self, options: dict) -> _Settings:
         # Options repeat from call to call (a teleop loop, a benchmark): check them once.
         try:

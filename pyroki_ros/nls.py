@@ -3,10 +3,13 @@
 The variables are a chain ``x`` (T, n): T knots of n values each (a trajectory of joint
 vectors; T = 1 is a plain dense problem). Residual terms either depend on one knot or on two
 neighbouring knots, and a quadratic coupling ``0.5 sum_j w_j x[:, j]^T S x[:, j]`` with a
-banded (T, T) matrix S expresses finite-difference smoothness. The Gauss-Newton matrix is then
-block-banded, and solving it costs O(T) instead of the O(T^3) of a dense factorisation: knots
-are grouped ``bandwidth`` at a time, which makes the matrix block-tridiagonal in the groups,
-and a block Cholesky factorisation runs as one ``lax.scan`` over the groups.
+symmetric banded (T, T) matrix S expresses finite-difference smoothness. S is only ever stored
+by its diagonals, ``bands`` (c + 1, T) with ``bands[k, t] = S[t, t + k] = S[t + k, t]`` (zero
+where t + k >= T; c <= 3 is its bandwidth), so memory stays O(T c) at any T (a dense S of a
+20,000-step motion alone was 1.6 GB). The Gauss-Newton matrix is then block-banded, and
+solving it costs O(T) instead of the O(T^3) of a dense factorisation: knots are grouped
+``bandwidth`` at a time, which makes the matrix block-tridiagonal in the groups, and a block
+Cholesky factorisation runs as one ``lax.scan`` over the groups.
 
 Everything is pure JAX: jit once per problem structure (T, n, the terms), ``vmap`` over
 problems and starts, the same code on CPU and GPU. Box bounds are held by projection: every
@@ -33,7 +36,9 @@ class Linearization:
         gradient: (T, n) J^T r.
         diagonal: (T, n, n) diagonal blocks of J^T J.
         subdiagonal: (T - 1, n, n) blocks (t + 1, t) of J^T J (terms on two neighbours).
-        coupling: (T, T) symmetric banded S of the quadratic term (see the module docstring).
+        coupling: (c + 1, T) the diagonals of the symmetric banded S of the quadratic term:
+            ``coupling[k, t] = S[t, t + k] = S[t + k, t]``, zero where t + k >= T (see the
+            module docstring and :func:`smoothing_bands`).
         coupling_weights: (n,) per-variable weights w of the quadratic term.
         satisfied: () bool, the caller's own test that ``x`` is good enough (for a planner:
             goals met and clear of obstacles); with ``satisfied_tolerance`` the solve then
@@ -68,6 +73,26 @@ class ChainResult:
     converged: jax.Array
 
 
+def banded_product(bands: jax.Array, y: jax.Array) -> jax.Array:
+    """S @ y for the symmetric banded S given by its diagonals, in O(T c n).
+
+    Args:
+        bands: (c + 1, T) ``bands[k, t] = S[t, t + k] = S[t + k, t]`` (zero where t + k >= T).
+        y: (T, n)
+
+    Returns:
+        (T, n)
+    """
+    t_count = y.shape[0]
+    out = bands[0][:, None] * y
+    for k in range(1, min(bands.shape[0], t_count)):
+        b_k = bands[k, : t_count - k][:, None]
+        # Row t gets S[t, t + k] y[t + k] (above the diagonal) and S[t, t - k] y[t - k].
+        out = out + jnp.pad(b_k * y[k:], ((0, k), (0, 0)))
+        out = out + jnp.pad(b_k * y[: t_count - k], ((k, 0), (0, 0)))
+    return out
+
+
 def _coupling_terms(lin: Linearization, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The coupling's gradient ``w * (S x)`` (T, n) and cost ``0.5 sum_j w_j x_j^T S x_j``.
 
@@ -80,8 +105,8 @@ def _coupling_terms(lin: Linearization, x: jax.Array) -> tuple[jax.Array, jax.Ar
     iterations)."""
     mean = jnp.mean(x, axis=0)
     y = x - mean
-    s = jnp.sum(lin.coupling, axis=1)  # S 1, (T,)
-    sy = lin.coupling @ y
+    s = banded_product(lin.coupling, jnp.ones((x.shape[0], 1), x.dtype))[:, 0]  # S 1, (T,)
+    sy = banded_product(lin.coupling, y)
     product = sy + s[:, None] * mean
     quadratic = jnp.sum(y * sy, axis=0) + mean * (2 * (s @ y) + mean * jnp.sum(s))
     return lin.coupling_weights * product, 0.5 * jnp.sum(lin.coupling_weights * quadratic)
@@ -97,6 +122,8 @@ def banded_matrix_blocks(
     """The damped Gauss-Newton matrix as block-tridiagonal groups of ``bandwidth`` knots.
 
     Fixed variables (``free`` == 0) get an identity row and column, so their step is zero.
+    The coupling's blocks come from its diagonals (O(T b^2), no (T, T) matrix); diagonals
+    beyond 2 b - 1 cannot reach a neighbouring group and must be zero (bandwidth of S <= b).
 
     Returns:
         diagonal groups (G, b n, b n) and subdiagonal groups (G - 1, b n, b n) (rows of group
@@ -109,17 +136,31 @@ def banded_matrix_blocks(
     eye_n = jnp.eye(n, dtype=lin.diagonal.dtype)
     a = jnp.concatenate([lin.diagonal, jnp.broadcast_to(eye_n, (pad, n, n))], 0)
     sub = jnp.concatenate([lin.subdiagonal, jnp.zeros((pad + 1, n, n), a.dtype)], 0)
-    s = jnp.pad(lin.coupling, ((0, pad), (0, pad)))
+    # Diagonals padded to (G + 1) b knots: strided slices of them give the groups' entries.
+    bands = jnp.pad(lin.coupling[: 2 * b], ((0, 0), (0, pad + b)))
+    c = bands.shape[0] - 1
+    zeros_g = jnp.zeros((groups,), bands.dtype)
+
+    def entries(k: int, first: int) -> jax.Array:
+        """(G,) S[g b + first + k, g b + first] for every group g."""
+        if k > c:
+            return zeros_g
+        return bands[k, first : first + groups * b : b]
+
     mask = jnp.concatenate([free, jnp.zeros((pad, n), free.dtype)], 0)
 
     # Marquardt damping: scale with the diagonal so the step is invariant to units.
-    h_diag = jnp.diagonal(a, axis1=1, axis2=2) + jnp.diagonal(s)[:, None] * lin.coupling_weights
+    s_main = bands[0, : groups * b]
+    h_diag = jnp.diagonal(a, axis1=1, axis2=2) + s_main[:, None] * lin.coupling_weights
     a = a + (damping * (h_diag + 1e-9))[:, :, None] * eye_n
 
-    s4 = s.reshape(groups, b, groups, b)
-    g = np.arange(groups)
-    s_diag = s4[g, :, g, :]  # (G, b, b)
-    s_sub = s4[g[1:], :, g[:-1], :]  # (G - 1, b, b)
+    # Block (g, g): S[g b + i, g b + j]; block (g + 1, g): S[(g + 1) b + i, g b + j].
+    s_diag = jnp.stack(
+        [jnp.stack([entries(abs(i - j), min(i, j)) for j in range(b)], -1) for i in range(b)], -2
+    )  # (G, b, b)
+    s_sub = jnp.stack(
+        [jnp.stack([entries(b + i - j, j)[:-1] for j in range(b)], -1) for i in range(b)], -2
+    )  # (G - 1, b, b)
     w = jnp.diag(lin.coupling_weights)
     diag = jnp.einsum("gij,kl->gikjl", s_diag, w)
     lower = jnp.einsum("gij,kl->gikjl", s_sub, w)
@@ -200,7 +241,8 @@ def solve_chain(
 
     Args:
         linearize: x (T, n) -> :class:`Linearization`; the coupling's bandwidth (largest
-            |t - s| with S[t, s] != 0) must be at most ``bandwidth`` (and >= 1).
+            |t - s| with S[t, s] != 0) must be at most ``bandwidth`` (and >= 1); it may
+            store more diagonals than that if those are zero.
         x0: (T, n) start, inside the bounds.
         free: (T, n) 1 where a variable may move, 0 where it stays at ``x0``.
         lower, upper: (T, n) or broadcastable box bounds, held by projection.
@@ -286,30 +328,60 @@ def solve_chain(
 
 
 def difference_matrix(t_count: int, order: int, *, hold_ends: bool = True) -> np.ndarray:
-    """Finite differences of ``order`` over T knots as a (rows, T) matrix.
+    """Finite differences of ``order`` over T knots as a dense (rows, T) matrix.
 
     With ``hold_ends`` the chain is extended by copies of its first and last knot (the
     trajectory rests before and after), so velocity and acceleration terms also pull the
     ends towards rest. Units: per knot step (divide by dt^order for time derivatives).
+    Dense, O(T^2): for small T and checks only; the solver uses :func:`smoothing_bands`.
     """
     ghost = order if hold_ends else 0
     size = t_count + 2 * ghost
+    d = np.zeros((size - order, t_count))
+    rows = np.arange(size - order)
+    for j, c in enumerate(_stencil(order)):
+        np.add.at(d, (rows, _folded(rows + j, ghost, t_count)), c)
+    return d
+
+
+def _stencil(order: int) -> np.ndarray:
+    """Coefficients of the forward difference of ``order`` on knots r .. r + order."""
     stencil = np.array([1.0])
     for _ in range(order):
         stencil = np.convolve(stencil, [1.0, -1.0])
-    d = np.zeros((size - order, size))
-    for r in range(size - order):
-        d[r, r : r + order + 1] = stencil[::-1]
-    # Fold the ghost knots onto the real ends.
-    fold = np.zeros((size, t_count))
-    fold[np.arange(ghost), 0] = 1.0
-    fold[ghost : ghost + t_count] = np.eye(t_count)
-    fold[ghost + t_count :, t_count - 1] = 1.0
-    return d @ fold
+    return stencil[::-1]
 
 
-def smoothing_matrices(t_count: int, orders: tuple[int, ...] = (1, 2, 3)) -> np.ndarray:
-    """(len(orders), T, T): D_k^T D_k for each finite-difference order k (bandwidth = k)."""
-    return np.stack(
-        [difference_matrix(t_count, k).T @ difference_matrix(t_count, k) for k in orders]
-    )
+def _folded(position: np.ndarray, ghost: int, t_count: int) -> np.ndarray:
+    """Knot of each position of the chain extended by ``ghost`` copies of each end knot."""
+    return np.clip(position - ghost, 0, t_count - 1)
+
+
+def smoothing_bands(
+    t_count: int, orders: tuple[int, ...] = (1, 2, 3), *, hold_ends: bool = True
+) -> np.ndarray:
+    """D_k^T D_k of each finite-difference order k (:func:`difference_matrix`) by diagonals.
+
+    Built in O(T k^2) without any (T, T) matrix: row r of D_k holds the stencil c on the
+    (folded) knots u_i = knot(r + i), so it adds c_i c_j to S[u_i, u_j] for every i, j; the
+    pairs with u_i <= u_j give every entry on or above the diagonal exactly once.
+
+    Returns:
+        (len(orders), max(orders) + 1, T) float64: ``[o, k, t] = S_o[t, t + k]`` (=
+        S_o[t + k, t]; zero where t + k >= T), the layout of :attr:`Linearization.coupling`.
+    """
+    if t_count < 1 or any(k < 1 for k in orders):
+        raise ValueError(f"need t_count >= 1 and orders >= 1, got {t_count}, {orders}")
+    width = max(orders) + 1
+    out = np.zeros((len(orders), width, t_count))
+    for o, order in enumerate(orders):
+        ghost = order if hold_ends else 0
+        rows = np.arange(t_count + 2 * ghost - order)
+        stencil = _stencil(order)
+        knots = [_folded(rows + i, ghost, t_count) for i in range(order + 1)]
+        for i, c_i in enumerate(stencil):
+            for j, c_j in enumerate(stencil):
+                upper = knots[i] <= knots[j]
+                u, v = knots[i][upper], knots[j][upper]
+                np.add.at(out[o], (v - u, u), c_i * c_j)
+    return out

@@ -326,6 +326,30 @@ class _Collision:
         )
 
 
+# Collision rows of more configurations than this are evaluated this many at a time
+# (lax.map): their sphere distances and Jacobians take ~40 KB per configuration (Panda), 1.8 GB
+# for the 2 T - 1 configurations of a 22,000-knot motion at once. Plans up to T = 512 take one
+# chunk (no loop).
+COLLISION_CHUNK = 1024
+# The same for the clearance report (knots and samples inside segments, ~3 KB each).
+REPORT_CHUNK = 4096
+
+
+def _in_chunks(fn, configs: jax.Array, chunk: int):
+    """``fn`` of configurations (B, n) -> arrays (B, ...), evaluated ``chunk`` configurations
+    at a time when B > chunk (one after the other: the memory of one chunk); the same as
+    ``fn(configs)`` otherwise."""
+    count, n = configs.shape
+    if count <= chunk:
+        return fn(configs)
+    chunks = -(-count // chunk)
+    # Padded with copies of the last configuration: valid input, dropped afterwards.
+    extra = jnp.broadcast_to(configs[-1:], (chunks * chunk - count, n))
+    padded = jnp.concatenate([configs, extra], 0).reshape(chunks, chunk, n)
+    out = jax.lax.map(fn, padded)
+    return jax.tree.map(lambda a: a.reshape(chunks * chunk, *a.shape[2:])[:count], out)
+
+
 def _linearize(
     robot: Robot, collide: _Collision, smoothing: jax.Array, p: _Problem, x: jax.Array
 ) -> nls.Linearization:
@@ -357,20 +381,26 @@ def _linearize(
 
     subdiagonal = jnp.zeros((t_count - 1, n, n), x.dtype)
     if collide.spheres is not None:
+
+        def normal_terms(configs: jax.Array):
+            """Per configuration (B, n): J^T J (B, n, n), J^T r (B, n), r^T r and clearance
+            (B,) of its collision rows."""
+            rc, jc, clearance = collide.rows_t(configs.T, p.world, p.margin, w[5], w[6])
+            jtj = jnp.einsum("rib,rjb->bij", jc, jc)
+            return jtj, jnp.einsum("rib,rb->bi", jc, rc), jnp.sum(rc * rc, 0), clearance
+
         configs = jnp.concatenate([x, 0.5 * (x[1:] + x[:-1])], 0)  # knots, then midpoints
-        rc, jc, clearance = collide.rows_t(configs.T, p.world, p.margin, w[5], w[6])  # (R, 2T-1)
+        jtj, jtr, rr, clearance = _in_chunks(normal_terms, configs, COLLISION_CHUNK)
         satisfied = satisfied & jnp.all(clearance >= 0.5 * p.margin)
-        r_knot, j_knot = rc[:, :t_count], jc[:, :, :t_count]
-        r_mid, j_mid = rc[:, t_count:], jc[:, :, t_count:]
-        diagonal = diagonal + jnp.einsum("rit,rjt->tij", j_knot, j_knot)
-        gradient = gradient + jnp.einsum("rit,rt->ti", j_knot, r_knot)
+        diagonal = diagonal + jtj[:t_count]
+        gradient = gradient + jtr[:t_count]
         # A midpoint residual sees each neighbour through half its Jacobian.
-        m = 0.25 * jnp.einsum("rit,rjt->tij", j_mid, j_mid)
-        g = 0.5 * jnp.einsum("rit,rt->ti", j_mid, r_mid)
+        m = 0.25 * jtj[t_count:]
+        g = 0.5 * jtr[t_count:]
         diagonal = diagonal.at[:-1].add(m).at[1:].add(m)
         subdiagonal = m
         gradient = gradient.at[:-1].add(g).at[1:].add(g)
-        cost = cost + 0.5 * (jnp.sum(r_knot**2) + jnp.sum(r_mid**2))
+        cost = cost + 0.5 * jnp.sum(rr)
 
     if p.vector_links:
         frames = k.frames_t(robot, x.T)
@@ -398,6 +428,7 @@ def _linearize(
         gradient = gradient + grad * value[:, None]
         cost = cost + 0.5 * jnp.sum(value * value)
 
+    # (c + 1, T) diagonals of the smoothness matrix (nls.smoothing_bands), never (T, T).
     coupling = w[1] * smoothing[0] + w[2] * smoothing[1] + w[3] * smoothing[2]
     return nls.Linearization(
         cost=cost,
@@ -429,10 +460,19 @@ def _report(robot: Robot, collide: _Collision, p: _Problem, x: jax.Array, sample
     fractions = jnp.asarray(_sample_fractions(samples), x.dtype)
     inner = x[:-1, None] + fractions[None, :, None] * (x[1:] - x[:-1])[:, None]
     configs = jnp.concatenate([x, inner.reshape(-1, x.shape[1])], 0)
-    world_d, self_d = collide.distances_t(collide.centers_t(k.frames_t(robot, configs.T)), p.world)
-    min_world = jnp.min(world_d) if world_d.size else inf
-    min_self = jnp.min(self_d) if self_d.size else inf
-    return pos, rot, min_world, min_self
+
+    def smallest(configs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Per configuration (B, n) its clearance to the world and between self pairs (B,)."""
+        centers = collide.centers_t(k.frames_t(robot, configs.T))
+        world_d, self_d = collide.distances_t(centers, p.world)
+        none = jnp.full(configs.shape[:1], inf)
+        return (
+            jnp.min(world_d, 0) if world_d.size else none,
+            jnp.min(self_d, 0) if self_d.size else none,
+        )
+
+    min_world, min_self = _in_chunks(smallest, configs, REPORT_CHUNK)
+    return pos, rot, jnp.min(min_world), jnp.min(min_self)
 
 
 def _solve_starts(robot, collide, smoothing, bandwidth, samples, p: _Problem, starts):
@@ -507,8 +547,10 @@ class TrajectoryOptimizer:
             with self._lock:
                 program = self._programs.get(key)
                 if program is None:
-                    orders = (1, 2, 3)
-                    smoothing = jnp.asarray(nls.smoothing_matrices(t_count, orders), self._dtype)
+                    # Velocity, acceleration, jerk by diagonals (3, bandwidth + 1, T): without
+                    # jerk (bandwidth 2) its weight is 0 and its third diagonal is not needed.
+                    bands = nls.smoothing_bands(t_count, (1, 2, 3))[:, : bandwidth + 1]
+                    smoothing = jnp.asarray(bands, self._dtype)
                     fn = functools.partial(
                         _solve_starts,
                         self.robot,
@@ -1131,6 +1173,55 @@ def _knot_bucket(t_count: int) -> int:
         size *= 2 if size < 256 else 1.5
         size = int(size)
     return size
+
+
+# Fixed part of trajectory_memory_bytes: compiling the programs (path, IK start) and the
+# chunk buffers of the collision terms (COLLISION_CHUNK configurations at a time). Measured
+# as peak RSS growth minus the program's buffers: ~220 MB without collision spheres, ~370 MB
+# with the Panda's 48.
+MEMORY_FIXED_BYTES = 384 << 20
+
+
+def trajectory_memory_bytes(
+    steps: int, n_joints: int, n_links: int, *, starts: int = 1, jerk: bool = False
+) -> int:
+    """Estimated peak memory (bytes) of optimising a path of ``steps`` knots of ``n_joints``
+    joints with ``n_links`` objectives / keypoint links (or link-to-link vectors), ``starts``
+    start paths at once (a plan on a GPU: 8; on a CPU: 1), in float32, including compiling
+    its program. For a refusal before the work: nothing is allocated.
+
+    ``MEMORY_FIXED_BYTES + starts * steps * 4 * ((8 + 6 b) n^2 + 16 n + 64 K)``, with
+    b = 3 with a jerk weight, else 2 (knots per group of the banded solve):
+
+    * (8 + 6 b) n^2 per knot: the Gauss-Newton blocks, (n, n) per knot and its neighbour,
+      of the linearisation (twice: the iterate and the candidate), and b n^2 per knot for
+      each of the grouped blocks, their Cholesky factors and the intermediate products;
+    * 16 n: the path, its bounds, gradient, step and collision rows per configuration;
+    * 64 K: per link and knot, its target and weights and their residual rows (and the host's
+      float64 keypoints).
+
+    All of it is linear in T: the smoothness matrix is kept by its (b + 1, T) diagonals and
+    long paths evaluate collisions in chunks (no (T, T) matrix, which took 1.6 GB at 20,000
+    steps). Against XLA's buffer plan of the retarget program (22,141 knots, Panda n = 8 and
+    UR5 n = 6, K = 1 and 10, with and without spheres): 63-123 MB of buffers, 71-160 MB by
+    the per-knot term; a whole 20,000-step Panda retarget in a fresh process grew its peak
+    RSS by 471 MB, estimated 512 MB.
+    """
+    for name, value in (("steps", steps), ("n_joints", n_joints), ("n_links", n_links)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    if starts < 1:
+        raise ValueError(f"starts must be >= 1, got {starts}")
+    b = 3 if jerk else 2
+    per_knot = 4 * ((8 + 6 * b) * n_joints**2 + 16 * n_joints + 64 * n_links)
+    return MEMORY_FIXED_BYTES + int(starts) * int(steps) * per_knot
+
+
+def retarget_memory_bytes(steps: int, n_joints: int, n_links: int) -> int:
+    """Estimated peak memory (bytes) of :func:`retarget` of ``steps`` keypoint steps of
+    ``n_links`` links for a robot of ``n_joints`` joints: :func:`trajectory_memory_bytes` of
+    the knots it optimises (``steps`` padded up to a bucket, at most 1.5x)."""
+    return trajectory_memory_bytes(_knot_bucket(max(int(steps), 1)), n_joints, n_links)
 
 
 # Retargeting paths start held still at one configuration, far from the keypoints of later

@@ -48,9 +48,13 @@ def pose_stamped(t: np.ndarray, frame: str = "") -> PoseStamped:
     return msg
 
 
-def start_node(tmp_path_factory, name: str, warmup_batch_sizes: str = "[]") -> IsolatedNode:
-    """The real node entry point with config/panda.yaml, in its own ROS domain."""
+def start_node(
+    tmp_path_factory, name: str, warmup_batch_sizes: str = "[]", params: tuple[str, ...] = ()
+) -> IsolatedNode:
+    """The real node entry point with config/panda.yaml, in its own ROS domain; ``params``:
+    more ``name:=value`` parameters."""
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
+    extra = [arg for param in params for arg in ("-p", param)]
     return IsolatedNode(
         name,
         tmp_path_factory.mktemp(name),
@@ -61,6 +65,7 @@ def start_node(tmp_path_factory, name: str, warmup_batch_sizes: str = "[]") -> I
             f"compilation_cache_dir:={cache}",
             "-p",
             f"warmup_batch_sizes:={warmup_batch_sizes}",
+            *extra,
         ],
     )
 

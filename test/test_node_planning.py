@@ -50,7 +50,7 @@ URDF_VELOCITY = np.array(
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    env = start_node(tmp_path_factory, "test_node_planning")
+    env = start_node(tmp_path_factory, "test_node_planning", params=("allow_execute:=true",))
     try:
         names = [*JOINTS, "panda_finger_joint2"]
         publish_robot(env.session.node, check.PANDA_URDF, names, [*STATE, STATE[-1]])

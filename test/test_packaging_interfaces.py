@@ -54,8 +54,10 @@ def test_error_code_constants():
         "UNKNOWN_FRAME",
         "INVALID_POSE",
         "INVALID_JOINT_STATE",
+        "REQUEST_TOO_LARGE",
         "NO_ROBOT_MODEL",
         "NO_JOINT_STATE",
+        "BUSY",
         "COLLISION",
         "PLANNING_FAILED",
         "EXECUTION_FAILED",
@@ -142,6 +144,7 @@ def test_batch_fk_plan_retarget_fields():
     assert _fields(psrv.ComputeFK.Response) == {
         "poses": "sequence<geometry_msgs/PoseStamped>",
         "link_names": "sequence<string>",
+        "within_limits": "boolean",
         "error_code": "pyroki_ros/ErrorCode",
         "message": "string",
     }

@@ -37,6 +37,22 @@ def panda():
 # --- the engine -------------------------------------------------------------------------------
 
 
+def _dense_smoothing(t_count: int, order: int, hold_ends: bool = True) -> np.ndarray:
+    """(T, T) D^T D built densely here, independently of nls: D takes ``order``-th forward
+    differences (np.diff) of the chain extended by ``order`` copies of each end knot
+    (``hold_ends``: the path rests before and after)."""
+    ghost = order if hold_ends else 0
+    extend = np.eye(t_count)[np.clip(np.arange(-ghost, t_count + ghost), 0, t_count - 1)]
+    d = np.diff(extend, n=order, axis=0)
+    return d.T @ d
+
+
+def _bands_of(dense: np.ndarray, width: int) -> np.ndarray:
+    """(width, T) diagonals [k, t] = dense[t, t + k], zero-padded at the end."""
+    t_count = dense.shape[0]
+    return np.stack([np.pad(np.diagonal(dense, k), (0, min(k, t_count))) for k in range(width)])
+
+
 def _dense_matrix(diag, sub, coupling, weights, damping, free):
     t_count, n = free.shape
     h = np.zeros((t_count * n, t_count * n))
@@ -62,7 +78,8 @@ def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
         diag[t] += jp[t, :, 0].T @ jp[t, :, 0]
         diag[t + 1] += jp[t, :, 1].T @ jp[t, :, 1]
     orders = (1, 2, 3)[:bandwidth]
-    coupling = sum(w * s for w, s in zip((1.0, 0.5, 0.2), nls.smoothing_matrices(t_count, orders)))
+    coupling = sum(w * _dense_smoothing(t_count, k) for w, k in zip((1.0, 0.5, 0.2), orders))
+    bands = sum(w * s for w, s in zip((1.0, 0.5, 0.2), nls.smoothing_bands(t_count, orders)))
     weights = rng.uniform(0.5, 2.0, n)
     free = (rng.uniform(size=(t_count, n)) > 0.2).astype(float)
     lin = nls.Linearization(
@@ -70,7 +87,7 @@ def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
         gradient=jnp.zeros((t_count, n)),
         diagonal=jnp.asarray(diag, jnp.float32),
         subdiagonal=jnp.asarray(sub.reshape(-1, n, n), jnp.float32),
-        coupling=jnp.asarray(coupling, jnp.float32),
+        coupling=jnp.asarray(bands, jnp.float32),
         coupling_weights=jnp.asarray(weights, jnp.float32),
     )
     d, c = nls.banded_matrix_blocks(
@@ -108,7 +125,7 @@ def test_chain_solver_reaches_the_linear_least_squares_optimum():
             gradient=math.sqrt(w_data) * r,  # J^T r with J = sqrt(w_data) I
             diagonal=jnp.broadcast_to(w_data * jnp.eye(n, dtype=x.dtype), (t_count, n, n)),
             subdiagonal=jnp.zeros((t_count - 1, n, n), x.dtype),
-            coupling=w_acc * jnp.asarray(nls.smoothing_matrices(t_count, (2,))[0], x.dtype),
+            coupling=w_acc * jnp.asarray(nls.smoothing_bands(t_count, (2,))[0], x.dtype),
             coupling_weights=jnp.ones(n, x.dtype),
         )
 
@@ -153,7 +170,7 @@ def test_chain_cost_of_a_smooth_path_far_from_zero_is_accurate_in_float32():
     s = np.linspace(0, 1, t_count)[:, None]
     x = 2.5 + 0.3 * np.sin(3 * s + rng.uniform(0, 3, n)) + 1e-3 * rng.normal(size=(t_count, n))
     x = x.astype(np.float32).astype(np.float64)  # the reference sees the same inputs
-    smoothing = nls.smoothing_matrices(t_count)
+    smoothing = [_dense_smoothing(t_count, k) for k in (1, 2)]
     for coupling in (
         1.0 * smoothing[0] + 4.0 * smoothing[1],
         smoothing[1] + 0.1 * np.eye(t_count),  # S 1 != 0: the general formula
@@ -166,7 +183,7 @@ def test_chain_cost_of_a_smooth_path_far_from_zero_is_accurate_in_float32():
             gradient=f32(np.zeros((t_count, n))),
             diagonal=f32(np.zeros((t_count, n, n))),
             subdiagonal=f32(np.zeros((t_count - 1, n, n))),
-            coupling=f32(coupling),
+            coupling=f32(_bands_of(coupling, 3)),
             coupling_weights=f32(weights),
         )
         gradient, cost = nls._coupling_terms(lin, f32(x))

@@ -15,6 +15,7 @@ for a person; the node turns it into ``success = false`` + ``error_code`` + ``me
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -26,6 +27,12 @@ from pyroki_ros.msg import ErrorCode
 
 # Below this norm a quaternion / axis cannot be normalised meaningfully.
 MIN_NORM = 1e-6
+# Largest coordinate (m), quaternion component or joint position accepted: finite numbers
+# beyond it (1e300) would overflow into inf / NaN inside the solver. 1e6 m is far past any
+# robot's workspace, yet squares and products of it stay far from float64 overflow.
+MAX_COORDINATE = 1e6
+# Names quoted in one error message; the rest are counted ("... and N more").
+MAX_QUOTED = 10
 
 
 class RequestError(Exception):
@@ -119,13 +126,26 @@ def pose_to_matrix(a) -> np.ndarray:
 # for norms) cost microseconds each on 3-4 numbers, and a request has a dozen of them.
 
 
+def quoted(names: Sequence[str]) -> str:
+    """At most MAX_QUOTED names for a message, then how many more."""
+    shown = ", ".join(str(n)[:100] for n in names[:MAX_QUOTED])
+    more = len(names) - MAX_QUOTED
+    return shown + (f" ... and {more} more" if more > 0 else "")
+
+
+def _check_numbers(values: Sequence[float], what: str, code: int = ErrorCode.INVALID_POSE):
+    """``code`` unless every value is finite and within MAX_COORDINATE."""
+    if not all(map(math.isfinite, values)):
+        raise RequestError(code, f"{what} contains NaN or infinite values: {list(values)}")
+    if not all(abs(v) <= MAX_COORDINATE for v in values):
+        raise RequestError(code, f"{what} has values beyond +-{MAX_COORDINATE:g}: {list(values)}")
+
+
 def vector(msg: Point | Vector3, what: str) -> np.ndarray:
-    """(3,) float64 from a Point / Vector3; INVALID_POSE if not finite."""
+    """(3,) float64 from a Point / Vector3; INVALID_POSE if not finite or beyond
+    MAX_COORDINATE."""
     x, y, z = msg.x, msg.y, msg.z
-    if not all(map(math.isfinite, (x, y, z))):
-        raise RequestError(
-            ErrorCode.INVALID_POSE, f"{what} contains NaN or infinite values: {[x, y, z]}"
-        )
+    _check_numbers((x, y, z), what)
     return np.array((x, y, z), np.float64)
 
 
@@ -143,10 +163,7 @@ def unit_vector(msg: Vector3, what: str, default: Sequence[float] | None = None)
 def quaternion_wxyz(msg: Quaternion, what: str) -> np.ndarray:
     """Normalised wxyz (4,) from a ROS (xyzw) quaternion; INVALID_POSE if NaN/inf or ~zero."""
     x, y, z, w = msg.x, msg.y, msg.z, msg.w
-    if not all(map(math.isfinite, (x, y, z, w))):
-        raise RequestError(
-            ErrorCode.INVALID_POSE, f"{what} orientation contains NaN or infinite values"
-        )
+    _check_numbers((x, y, z, w), f"{what} orientation")
     norm = math.sqrt(x * x + y * y + z * z + w * w)
     if norm < MIN_NORM:
         raise RequestError(
@@ -168,10 +185,7 @@ def pose_to_wxyz_xyz(msg: Pose, what: str, *, orientation: bool = True) -> np.nd
         wxyz = quaternion_wxyz(msg.orientation, what)
     else:
         o = msg.orientation
-        if not all(map(math.isfinite, (o.x, o.y, o.z, o.w))):
-            raise RequestError(
-                ErrorCode.INVALID_POSE, f"{what} orientation contains NaN or infinite values"
-            )
+        _check_numbers((o.x, o.y, o.z, o.w), f"{what} orientation")
         wxyz = np.array([1.0, 0.0, 0.0, 0.0])
     return np.concatenate([wxyz, position])
 
@@ -202,14 +216,18 @@ def pose_rows_to_wxyz_xyz(rows, what: str, *, orientation: bool = True) -> np.nd
     bad row as ``what[i]``."""
     rows = np.asarray(rows, np.float64).reshape(-1, 7)
     finite = np.isfinite(rows)
+    bounded = np.abs(rows) <= MAX_COORDINATE  # False for NaN too
     for columns, part in ((slice(0, 3), "position"), (slice(3, 7), "orientation")):
-        bad = np.flatnonzero(~finite[:, columns].all(axis=1))
-        if len(bad):
-            raise RequestError(
-                ErrorCode.INVALID_POSE,
-                f"{what}[{bad[0]}] {part} contains NaN or infinite values "
-                f"({len(bad)} target(s) affected)",
-            )
+        for good, problem in (
+            (finite, "contains NaN or infinite values"),
+            (bounded, f"has values beyond +-{MAX_COORDINATE:g}"),
+        ):
+            bad = np.flatnonzero(~good[:, columns].all(axis=1))
+            if len(bad):
+                raise RequestError(
+                    ErrorCode.INVALID_POSE,
+                    f"{what}[{bad[0]}] {part} {problem} ({len(bad)} target(s) affected)",
+                )
     out = np.empty_like(rows)
     out[:, 4:] = rows[:, :3]
     if not orientation:
@@ -239,18 +257,23 @@ def joint_state_positions(msg: JointState, what: str) -> dict[str, float]:
             ErrorCode.INVALID_JOINT_STATE,
             f"{what} has {len(names)} names but {len(positions)} positions",
         )
-    if len(set(names)) != len(names):
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+    positions_of = dict(zip(names, positions))
+    if len(positions_of) != len(names):  # linear: a dict, not a count per name
+        duplicates = sorted(n for n, k in Counter(names).items() if k > 1)
         raise RequestError(
-            ErrorCode.INVALID_JOINT_STATE, f"{what} names joints twice: {', '.join(duplicates)}"
+            ErrorCode.INVALID_JOINT_STATE, f"{what} names joints twice: {quoted(duplicates)}"
         )
     values = np.asarray(positions, np.float64)
-    if not np.all(np.isfinite(values)):
-        bad = [n for n, v in zip(names, values) if not np.isfinite(v)]
-        raise RequestError(
-            ErrorCode.INVALID_JOINT_STATE, f"{what} has NaN or infinite positions: {', '.join(bad)}"
-        )
-    return dict(zip(names, values.tolist()))
+    for bad, problem in (
+        (~np.isfinite(values), "NaN or infinite positions"),
+        (np.abs(values) > MAX_COORDINATE, f"positions beyond +-{MAX_COORDINATE:g}"),
+    ):
+        if bad.any():
+            listed = [f"{names[i]} = {values[i]}" for i in np.flatnonzero(bad)]
+            raise RequestError(
+                ErrorCode.INVALID_JOINT_STATE, f"{what} has {problem}: {quoted(listed)}"
+            )
+    return positions_of
 
 
 # --- arrays -> messages ------------------------------------------------------------------------

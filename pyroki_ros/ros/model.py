@@ -27,6 +27,7 @@ import dataclasses
 import math
 import threading
 import time
+from collections import OrderedDict
 
 import jax
 import numpy as np
@@ -43,6 +44,7 @@ from .conversions import (
     pose_compose,
     pose_to_wxyz_xyz,
     quat_rotate,
+    quoted,
     unit_vector,
     vector,
 )
@@ -146,11 +148,14 @@ class LoadedModel:
         tip_link: str = "",
         device: str | None = None,
         source: str = "",
+        max_programs: int = 32,
     ):
         """Parses the URDF (URDFError / ValueError on bad input) and creates the solver.
 
         ``base_frame`` / ``tip_link``: configured names; empty or absent from this model ->
         the root link / :func:`default_tip`, with a note in :attr:`notes`.
+        ``max_programs``: compiled IK programs kept (least recently used ones are dropped,
+        so that memory stays bounded whatever objective structures requests bring).
         """
         self.urdf = urdf
         self.source = source
@@ -180,7 +185,8 @@ class LoadedModel:
         self.tip_link = default_tip(robot)
         self.set_frames(base_frame, tip_link, notes=self.notes)
         self._fk = jax.jit(forward_kinematics)
-        self._compiled: set[tuple] = set()
+        self.max_programs = max_programs
+        self._compiled: OrderedDict[tuple, None] = OrderedDict()  # LRU, see _remember
         self._moving: dict[tuple, list[str] | None] = {}
         self._pose_solvers: dict[tuple, PoseSolver] = {}
         self._compile_lock = threading.Lock()
@@ -278,7 +284,7 @@ class LoadedModel:
                 raise RequestError(
                     ErrorCode.UNKNOWN_JOINT,
                     f"{what} names joints that are not actuated joints of robot '{self.name}': "
-                    f"{', '.join(unknown)}; actuated: {', '.join(self.joint_names)}",
+                    f"{quoted(unknown)}; actuated: {', '.join(self.joint_names)}",
                 )
             if check_limits:
                 self._check_limits(given, what)
@@ -304,8 +310,22 @@ class LoadedModel:
         if bad:
             raise RequestError(
                 ErrorCode.INVALID_JOINT_STATE,
-                f"{what} is outside the joint limits: {'; '.join(bad)}",
+                f"{what} is outside the joint limits: {quoted(bad)}",
             )
+
+    def configuration(self, state, latest: dict[str, float] | None, what: str):
+        """Exactly the configuration (n,) a JointState ``state`` gives (completed as
+        :meth:`seed` does), never clipped, and the names of its joints outside their limits
+        (FK of a state past a limit is still that state's FK)."""
+        self.seed(state, latest, what, check_limits=False)  # the checks; its q is clipped
+        q = self.middle.copy()
+        if latest:
+            self._apply(q, latest, strict=False)
+        if state is not None and (len(state.name) or len(state.position)):
+            self._apply(q, joint_state_positions(state, what), strict=True)
+        outside = (q < self.lower) | (q > self.upper)
+        outside &= ~self.continuous
+        return q, [self.joint_names[i] for i in np.flatnonzero(outside)]
 
     def clip(self, q: np.ndarray) -> np.ndarray:
         """Inside the exact (float64) limits, continuous joints wrapped: the solver's rule."""
@@ -440,7 +460,7 @@ class LoadedModel:
         if unknown:
             raise RequestError(
                 ErrorCode.UNKNOWN_JOINT,
-                f"active_joints: {', '.join(repr(n) for n in unknown)} not actuated joints of "
+                f"active_joints: {quoted([repr(n) for n in unknown])} not actuated joints of "
                 f"robot '{self.name}'; actuated: {', '.join(self.joint_names)}",
             )
         return names
@@ -469,12 +489,44 @@ class LoadedModel:
 
     # --- solving -------------------------------------------------------------------------------
 
-    def _solve(self, objectives, seed, timeout: float = 0.0, **options) -> IKResult:
-        """solver.solve, compiling each (structure, bucket) program at most once at a time."""
+    @staticmethod
+    def program_key(objectives, seed) -> tuple:
+        """What a solve compiles for: (objective structures, batch bucket)."""
         shapes = {np.shape(seed)[:-1], *(o.batch_shape for o in objectives)}
         count = math.prod(shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes))
-        key = (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
+        return (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
+
+    def is_compiled(self, objectives, seed) -> bool:
+        """Whether a solve of these objectives from ``seed`` runs a program compiled already
+        (False: its first call compiles, ~1-2 s on a CPU)."""
+        return self.program_key(objectives, seed) in self._compiled
+
+    @property
+    def compiled_programs(self) -> int:
+        """How many (objective structure, batch bucket) programs are compiled and kept."""
+        return len(self._compiled)
+
+    def _remember(self, key: tuple) -> None:
+        """Marks ``key`` compiled (most recently used); past :attr:`max_programs`, the least
+        recently used program is dropped from the solver, and with it its memory."""
+        with self._compile_lock:
+            self._compiled[key] = None
+            self._compiled.move_to_end(key)
+            while len(self._compiled) > self.max_programs:
+                old, _ = self._compiled.popitem(last=False)
+                self._key_locks.pop(old, None)
+                if not any(k[0] == old[0] for k in self._compiled):
+                    self.solver.forget(old[0])
+                    self._pose_solvers.clear()  # they hold their programs
+
+    def _solve(self, objectives, seed, timeout: float = 0.0, **options) -> IKResult:
+        """solver.solve, compiling each (structure, bucket) program at most once at a time."""
+        key = self.program_key(objectives, seed)
         if key in self._compiled:
+            try:
+                self._compiled.move_to_end(key)  # least recently used goes first
+            except KeyError:  # just dropped by another thread: this call compiles it again
+                pass
             prepared = self._pose_solver(objectives, seed, options)
             if prepared is not None:
                 return prepared(objectives[0].target, seed=seed, timeout=timeout)
@@ -483,7 +535,7 @@ class LoadedModel:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
             result = self.solver.solve(objectives, seed=seed, timeout=timeout, **options)
-            self._compiled.add(key)
+            self._remember(key)
             return result
 
     def _pose_solver(self, objectives, seed, options: dict) -> PoseSolver | None:
@@ -582,6 +634,12 @@ class LoadedModel:
             message=message,
         )
 
+    def batch_chunk(self) -> int:
+        """Targets per solver call of a large batch: the time budget is checked between
+        calls. A CPU solves ~10^4 Panda targets per second, so 1024 keeps a check every
+        ~0.1 s; a GPU solves a whole bucket in parallel."""
+        return 1024 if self.device.platform == "cpu" else BUCKETS[-1]
+
     def solve_batch(
         self,
         objective: O.Objective,
@@ -591,12 +649,54 @@ class LoadedModel:
         tolerances=DEFAULT_TOLERANCES,
         iterations: int = 100,
         restarts: int = 8,
+        timeout: float = 0.0,
+        stop: threading.Event | None = None,
     ) -> IKResult:
-        """One batched solver call; each problem gets ``iterations * (1 + restarts)``."""
-        return self._solve(
-            (objective,),
-            seed,
-            **self._options(active, np.inf, tolerances, iterations, iterations * (1 + restarts)),
+        """Every target of ``objective`` (batch shape (N,)), in chunks of
+        :meth:`batch_chunk` targets; each problem gets ``iterations * (1 + restarts)``.
+        Between chunks, a spent ``timeout`` (s, 0 = none) or a set ``stop`` ends the work:
+        the targets left keep the seed, fail, and have infinite errors;
+        ``IKResult.timed_out`` says so."""
+        options = self._options(active, np.inf, tolerances, iterations, iterations * (1 + restarts))
+        count = objective.batch_shape[0]
+        chunk = self.batch_chunk()
+        if count <= chunk:
+            return self._solve((objective,), seed, **options)
+        start = time.perf_counter()
+        n = len(self.joint_names)
+        q = np.broadcast_to(self.clip(np.asarray(seed, np.float64)), (count, n)).copy()
+        success = np.zeros(count, bool)
+        position_error = np.full((count, 1), np.inf)
+        orientation_error = np.full((count, 1), np.inf)
+        iterations_done = np.zeros(count, np.int64)
+        timed_out = False
+        for begin in range(0, count, chunk):
+            late = timeout > 0 and time.perf_counter() - start > timeout
+            if late or (stop is not None and stop.is_set()):
+                timed_out = True
+                break
+            part = slice(begin, min(begin + chunk, count))
+            fields = {f.name: getattr(objective, f.name) for f in dataclasses.fields(objective)}
+            batched = {
+                name: value[part]
+                for name, value in fields.items()
+                if np.ndim(value) >= 2 and np.shape(value)[0] == count
+            }
+            sub = dataclasses.replace(objective, **batched)
+            result = self._solve((sub,), seed, **options)
+            q[part] = result.q
+            success[part] = result.success
+            position_error[part] = result.position_error
+            orientation_error[part] = result.orientation_error
+            iterations_done[part] = result.iterations
+        return IKResult(
+            q=q,
+            success=success,
+            position_error=position_error,
+            orientation_error=orientation_error,
+            iterations=iterations_done,
+            solve_seconds=time.perf_counter() - start,
+            timed_out=timed_out,
         )
 
     def teleop_step(

@@ -28,17 +28,22 @@ For goals relative to a link that moves with the solution, use IKObjective.refer
 Threads: the request path (IK, FK, teleop, /joint_states) is spun by a SingleThreadedExecutor
 in the main thread: rclpy's MultiThreadedExecutor made IK round trips about twice as slow
 here (docs/benchmarks/node.md). Slow work runs on a second node of
-the same process, ``<name>_worker``, spun by its own executor thread: model (re)loading (so
-requests keep using the previous model until the new one is warmed up) and
-``~/plan_trajectory`` / ``~/retarget_motion`` (served under this node's names, so a long plan
-never delays IK). The model swap is guarded by a lock; requests take a reference to the model
-at their start.
+the same process, ``<name>_worker``, spun by its own executor threads: model (re)loading (so
+requests keep using the previous model until the new one is warmed up), ``~/solve_ik_batch``,
+``~/plan_trajectory`` and ``~/retarget_motion`` (served under this node's names, so a long
+batch or plan never delays IK). A ``~/solve_ik`` that needs a new program is compiled on a
+compile thread and answered from there (deferred.py), within the request's budget. The model
+swap is guarded by a lock; requests take a reference to the model at their start.
+
+Hostile input: every request size is bounded by a parameter (limits.py) and checked before
+any work that grows with it.
 """
 
 from __future__ import annotations
 
 import array
 import dataclasses
+import gc
 import math
 import os
 import sys
@@ -82,6 +87,8 @@ from .conversions import (
     seconds_to_duration,
     wxyz_xyz_to_pose,
 )
+from .deferred import BackgroundWork, Deferred, allow_deferred, answer_within
+from .limits import RequestLimits
 from .model import MAX_RESTARTS, LoadedModel, SolveSettings
 
 NODE_NAME = "pyroki_ros_node"
@@ -89,6 +96,11 @@ NODE_NAME = "pyroki_ros_node"
 TELEOP_RESYNC_SECONDS = 1.0
 # Samples the learned IK sampler (sampler_checkpoint) draws per ~/solve_ik request.
 SAMPLER_SEEDS = 8
+# Requests that may wait for one program's compile (beyond: BUSY).
+WAITERS_PER_COMPILE = 64
+# Memory one ~/retarget_motion may need (trajopt.retarget_memory_bytes): the node stays
+# under ~2 GB with one running.
+RETARGET_MEMORY_BYTES = 1 << 30
 # Until a first robot_description arrives, check this often why not (see _check_description).
 DESCRIPTION_WATCHDOG_SECONDS = 5.0
 
@@ -249,6 +261,106 @@ PARAMETERS = (
         "ignored.",
         read_only=True,
     ),
+    # --- request limits (pyroki_ros/ros/limits.py): over one -> REQUEST_TOO_LARGE at once
+    Param(
+        "max_objectives",
+        RequestLimits.max_objectives,
+        "Objectives of one IK problem (~/solve_ik, a teleop goal, a plan's goal or waypoint): "
+        "each new combination compiles a program whose size grows with this.",
+        int_range=(1, 256),
+    ),
+    Param(
+        "max_waypoints", RequestLimits.max_waypoints, "Waypoints of one plan.", int_range=(0, 256)
+    ),
+    Param(
+        "max_batch_targets",
+        RequestLimits.max_batch_targets,
+        "Targets of one ~/solve_ik_batch.",
+        int_range=(1, 10_000_000),
+    ),
+    Param(
+        "max_obstacles",
+        RequestLimits.max_obstacles,
+        "Obstacles plus half-spaces of one ~/plan_trajectory.",
+        int_range=(0, 1_000_000),
+    ),
+    Param(
+        "max_trajectory_steps",
+        RequestLimits.max_trajectory_steps,
+        "Knots of one ~/plan_trajectory (num_steps).",
+        int_range=(2, 1_000_000),
+    ),
+    Param(
+        "max_retarget_steps",
+        RequestLimits.max_retarget_steps,
+        "Steps of one ~/retarget_motion.",
+        int_range=(2, 10_000_000),
+    ),
+    Param(
+        "max_keypoints",
+        RequestLimits.max_keypoints,
+        "Keypoints (steps x links) of one ~/retarget_motion.",
+        int_range=(2, 100_000_000),
+    ),
+    Param(
+        "max_names",
+        RequestLimits.max_names,
+        "Names (or positions) in any one list of a message: a JointState on /joint_states or "
+        "in a request, active_joints, link_names.",
+        int_range=(1, 1_000_000),
+    ),
+    Param(
+        "max_urdf_bytes",
+        RequestLimits.max_urdf_bytes,
+        "Size of a robot_description (or urdf_file); a larger one is refused, the model kept.",
+        int_range=(1, 1_000_000_000),
+    ),
+    Param(
+        "max_urdf_links",
+        RequestLimits.max_urdf_links,
+        "Links of a robot model; a URDF with more is refused, the model kept.",
+        int_range=(1, 1_000_000),
+    ),
+    Param(
+        "max_compiled_programs",
+        32,
+        "Compiled IK programs kept per model (each ~10-50 MB); the least recently used one is "
+        "dropped beyond this, and recompiled on its next use.",
+        read_only=True,
+        int_range=(4, 4096),
+    ),
+    Param(
+        "max_pending_compiles",
+        4,
+        "~/solve_ik requests waiting for a first-time compile (off the request thread); "
+        "beyond this, BUSY.",
+        read_only=True,
+        int_range=(1, 1000),
+    ),
+    Param(
+        "service_queue_depth",
+        1000,
+        "Requests each service keeps queued (QoS history depth). DDS drops requests beyond "
+        "it silently: a client sending bursts needs this (and its own response depth) large.",
+        read_only=True,
+        int_range=(1, 100_000),
+    ),
+    # --- permissions
+    Param(
+        "allow_execute",
+        False,
+        "Whether a request's execute = true may publish a trajectory to trajectory_topic (the "
+        "robot's controller). Off: such requests are refused (INVALID_REQUEST). Teleop goals "
+        "always publish. Read-only: nobody on the DDS domain can switch it on at run time.",
+        read_only=True,
+    ),
+    Param(
+        "accept_robot_description_once",
+        False,
+        "Keep the first valid robot model: later robot_description messages are logged and "
+        "ignored (nobody on the DDS domain can swap the robot afterwards).",
+        read_only=True,
+    ),
     # --- compute
     Param("device", "auto", "JAX device for the solver: auto, cpu or gpu.", read_only=True),
     Param(
@@ -269,8 +381,17 @@ PARAMETERS = (
 )
 
 
+# The GIL switch interval (s). A thread that wants the GIL waits up to this long for the
+# holder to let go; the request thread takes it ~20 times per request while a worker thread
+# turns a huge message into Python objects or traces a new program: Python's default of 5 ms
+# made a compute_fk beside a 100,000-obstacle plan request take 130-185 ms
+# (bench/hostile_input.py); 0.5 ms keeps it near its idle latency.
+GIL_SWITCH_INTERVAL = 0.0005
+
+
 class PyrokiRosNode(Node):
     def __init__(self, **kwargs):
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         super().__init__(NODE_NAME, **kwargs)
         self._declare_parameters()
         self._configure_jax()
@@ -279,6 +400,7 @@ class PyrokiRosNode(Node):
         self._model_lock = threading.Lock()
         self._model_generation = 0
         self._stop = threading.Event()
+        self._closing = threading.Event()  # set at shutdown: long work ends early
         self._warm_thread: threading.Thread | None = None
         self._loading = False
         self._joint_positions: dict[str, float] = {}
@@ -327,17 +449,39 @@ class PyrokiRosNode(Node):
         self.create_subscription(
             MultiLinkGoal, "~/goal", self._on_goal, GOAL_QOS, callback_group=self._input_group
         )
-        self.create_service(
-            SolveIK, "~/solve_ik", self._solve_ik, callback_group=self._service_group
+        service_qos = QoSProfile(
+            depth=p("service_queue_depth").value,
+            history=HistoryPolicy.KEEP_LAST,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.VOLATILE,
         )
-        self.create_service(
-            SolveIKBatch,
-            "~/solve_ik_batch",
-            self._solve_ik_batch,
+        solve_ik = self.create_service(
+            SolveIK,
+            "~/solve_ik",
+            self._solve_ik,
+            qos_profile=service_qos,
             callback_group=self._service_group,
         )
+        allow_deferred(solve_ik)  # first-time compiles answer from the compile thread
+        self._compiles = BackgroundWork(1, p("max_pending_compiles").value, "pyroki_compile")
+        self._compiling: dict[tuple, list] = {}  # program key -> requests waiting for it
+        self._compiling_lock = threading.Lock()
         self.create_service(
-            ComputeFK, "~/compute_fk", self._compute_fk, callback_group=self._service_group
+            ComputeFK,
+            "~/compute_fk",
+            self._compute_fk,
+            qos_profile=service_qos,
+            callback_group=self._service_group,
+        )
+        # Long work on the worker node (its own executor threads): a big batch, a plan or a
+        # retargeting never delays IK / FK. Batches run beside plans, not behind them.
+        self._batch_group = MutuallyExclusiveCallbackGroup()
+        self.worker.create_service(
+            SolveIKBatch,
+            self.resolve_service_name("~/solve_ik_batch"),
+            self._solve_ik_batch,
+            qos_profile=service_qos,
+            callback_group=self._batch_group,
         )
         self._planning_group = MutuallyExclusiveCallbackGroup()  # plans queue, IK stays free
         self._planners: dict[int, planning.Planner] = {}
@@ -346,12 +490,14 @@ class PyrokiRosNode(Node):
             PlanTrajectory,
             self.resolve_service_name("~/plan_trajectory"),
             self._plan_trajectory,
+            qos_profile=service_qos,
             callback_group=self._planning_group,
         )
         self.worker.create_service(
             RetargetMotion,
             self.resolve_service_name("~/retarget_motion"),
             self._retarget_motion,
+            qos_profile=service_qos,
             callback_group=self._planning_group,
         )
         self._teleop_timer = self.create_timer(
@@ -404,6 +550,7 @@ class PyrokiRosNode(Node):
                 f"{NODE_NAME}: parameter 'device' must be auto, cpu or gpu, got '{device}'"
             )
         self._settings = self._read_settings({})
+        self._limits = self._read_limits({})
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
     def _read_settings(self, changed: dict) -> SolveSettings:
@@ -416,6 +563,14 @@ class PyrokiRosNode(Node):
             max_iterations=int(value("max_iterations")),
             restarts=int(value("restarts")),
             timeout=float(value("timeout")),
+        )
+
+    def _read_limits(self, changed: dict) -> RequestLimits:
+        return RequestLimits(
+            **{
+                f.name: int(changed.get(f.name, self.get_parameter(f.name).value))
+                for f in dataclasses.fields(RequestLimits)
+            }
         )
 
     def _on_set_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
@@ -433,6 +588,7 @@ class PyrokiRosNode(Node):
             with self._model_lock:
                 model.set_frames(base, tip)
         self._settings = self._read_settings(changed)
+        self._limits = self._read_limits(changed)
         return SetParametersResult(successful=True)
 
     def _configure_jax(self) -> None:
@@ -542,6 +698,13 @@ class PyrokiRosNode(Node):
         if current is not None and msg.data == current.urdf:
             self.get_logger().debug("robot_description unchanged: model kept")
             return
+        if current is not None and self.get_parameter("accept_robot_description_once").value:
+            self.get_logger().warning(
+                f"robot_description ignored: accept_robot_description_once is set and robot "
+                f"'{current.name}' is loaded",
+                throttle_duration_sec=10.0,
+            )
+            return
         if msg.data == self._last_failed_description:
             return
         if not msg.data.lstrip().startswith("<"):
@@ -572,13 +735,26 @@ class PyrokiRosNode(Node):
         logger = self.get_logger()
         start = time.perf_counter()
         try:
+            limits = self._limits
+            limits.check(len(urdf), "max_urdf_bytes", "URDF size in characters")
+            # A cheap upper bound before parsing: every link element opens with "<link".
+            limits.check(urdf.count("<link"), "max_urdf_links", "URDF link elements")
             model = LoadedModel(
                 urdf,
                 base_frame=self.get_parameter("base_frame").value,
                 tip_link=self.get_parameter("tip_link").value,
                 device=self._device,
                 source=source,
+                max_programs=self.get_parameter("max_compiled_programs").value,
             )
+        except RequestError as e:
+            self._last_failed_description = urdf
+            kept = self._current_model()
+            logger.error(
+                f"URDF from {source} refused: {e.message}; "
+                + (f"still using robot '{kept.name}'" if kept else "no robot model loaded")
+            )
+            return
         except Exception as e:  # noqa: BLE001 -- URDFError (ValueError) or anything as bad
             self._last_failed_description = urdf
             kept = self._current_model()
@@ -604,6 +780,11 @@ class PyrokiRosNode(Node):
             self._model_generation += 1
         with self._teleop_lock:  # goals for the old robot are void
             self._goal, self._goal_done_seq, self._command = None, self._goal_seq, None
+        # The ~200,000 objects alive now (JAX, the model, its programs) stay: move them out of
+        # the garbage collector's sight. Otherwise a request that allocates many objects (a
+        # big message) triggers full collections over all of them, ~0.1 s each with the GIL
+        # held, and every other request waits (bench/hostile_input.py).
+        gc.freeze()
         logger.info(
             f"ready: {model.describe()} (load {time.perf_counter() - start:.2f} s, of which "
             f"warm-up {model.warm_up_seconds:.2f} s)"
@@ -697,6 +878,7 @@ class PyrokiRosNode(Node):
 
     def _on_joint_state(self, msg: JointState) -> None:
         try:
+            self._limits.check_state(msg, "a /joint_states message")
             positions = joint_state_positions(msg, "a /joint_states message")
         except RequestError as e:
             self.get_logger().warning(f"ignored: {e.message}", throttle_duration_sec=5.0)
@@ -721,51 +903,155 @@ class PyrokiRosNode(Node):
         start = time.perf_counter()
         try:
             model = self._require_model()
-            cfg = self._settings
-            latest = self._latest_joint_positions()
-            seed = model.seed(request.seed, latest, "seed")
-            if not request.objectives:
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST, "no objectives: give at least one IKObjective"
-                )
-            frames = model.frames_at(seed)
-            objectives = [
-                model.objective(o, f"objectives[{i}]", frames)
-                for i, o in enumerate(request.objectives)
-            ]
-            seed = self._sampler_seed(model, objectives, seed, request)
-            active = model.active_joints(request.active_joints, objectives)
-            deviation = float(request.max_deviation)
-            if not math.isfinite(deviation) or deviation < 0:
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"max_deviation must be >= 0 (0 = unlimited), got {deviation}",
-                )
-            tolerances = model.tolerances(
-                request.position_tolerance, request.orientation_tolerance, cfg
-            )
-            restarts = request.max_restarts
-            if restarts < -1:
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"max_restarts must be >= -1 (-1 = node default), got {restarts}",
-                )
-            restarts = cfg.restarts if restarts == -1 else min(restarts, MAX_RESTARTS)
-            timeout = model.timeout(request.timeout, cfg.timeout)
-            outcome = model.solve(
-                objectives,
-                seed,
-                active=active,
-                max_deviation=deviation,
-                tolerances=tolerances,
-                iterations=cfg.max_iterations,
-                restarts=restarts,
-                timeout=timeout,
-            )
+            problem = self._ik_problem(model, request)
+            if not model.is_compiled(problem["objectives"], problem["seed"]):
+                return self._solve_ik_deferred(model, problem, start)
+            outcome = model.solve(**problem)
         except RequestError as e:
             return self._refuse(response, e, "solve_ik")
         except Exception as e:  # noqa: BLE001 -- a bug, not the caller's: answer, serve on
             return self._failure(response, e, "solve_ik")
+        self._ik_answer(response, model, outcome)
+        self.get_logger().debug(
+            f"solve_ik: {'ok' if outcome.success else outcome.code} in "
+            f"{(time.perf_counter() - start) * 1e3:.1f} ms"
+        )
+        return response
+
+    def _ik_problem(self, model: LoadedModel, request: SolveIK.Request) -> dict:
+        """The keyword arguments of LoadedModel.solve for a SolveIK request (every check)."""
+        cfg = self._settings
+        limits = self._limits
+        limits.check_state(request.seed, "seed")
+        limits.check(len(request.objectives), "max_objectives", "objectives")
+        limits.check(len(request.active_joints), "max_names", "active_joints")
+        seed = model.seed(request.seed, self._latest_joint_positions(), "seed")
+        if not request.objectives:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST, "no objectives: give at least one IKObjective"
+            )
+        frames = model.frames_at(seed)
+        objectives = [
+            model.objective(o, f"objectives[{i}]", frames) for i, o in enumerate(request.objectives)
+        ]
+        seed = self._sampler_seed(model, objectives, seed, request)
+        active = model.active_joints(request.active_joints, objectives)
+        deviation = float(request.max_deviation)
+        if not math.isfinite(deviation) or deviation < 0:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"max_deviation must be >= 0 (0 = unlimited), got {deviation}",
+            )
+        tolerances = model.tolerances(
+            request.position_tolerance, request.orientation_tolerance, cfg
+        )
+        restarts = request.max_restarts
+        if restarts < -1:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"max_restarts must be >= -1 (-1 = node default), got {restarts}",
+            )
+        restarts = cfg.restarts if restarts == -1 else min(restarts, MAX_RESTARTS)
+        return {
+            "objectives": objectives,
+            "seed": seed,
+            "active": active,
+            "max_deviation": deviation,
+            "tolerances": tolerances,
+            "iterations": cfg.max_iterations,
+            "restarts": restarts,
+            "timeout": model.timeout(request.timeout, cfg.timeout),
+        }
+
+    def _solve_ik_deferred(self, model: LoadedModel, problem: dict, start: float) -> Deferred:
+        """A request whose program is not compiled yet: compiled and solved on the compile
+        thread, answered from there; the request's budget counts the compile, and when it
+        runs out first the answer is TIMEOUT (the compile goes on, for the next request)."""
+        deferred = Deferred()
+        budget = problem["timeout"]
+
+        def work() -> None:
+            response = SolveIK.Response()
+            try:
+                self._ik_answer(response, model, model.solve(**problem))
+            except Exception as e:  # noqa: BLE001
+                self._failure(response, e, "solve_ik")
+            if not deferred.resolve(response):
+                self.get_logger().info(
+                    f"solve_ik: compiled a new program in {time.perf_counter() - start:.2f} s "
+                    "(after its request's budget)"
+                )
+
+        def too_late() -> SolveIK.Response:
+            return self._refuse(
+                SolveIK.Response(),
+                RequestError(
+                    ErrorCode.TIMEOUT,
+                    f"the {budget:.3g} s budget ran out while the solver for this objective "
+                    "combination compiles (its first use; the compile goes on in the "
+                    "background): retry shortly, or give a longer timeout",
+                ),
+                "solve_ik",
+            )
+
+        key = (id(model), model.program_key(problem["objectives"], problem["seed"]))
+        with self._compiling_lock:
+            waiters = self._compiling.get(key)
+            if waiters is not None and len(waiters) < WAITERS_PER_COMPILE:
+                waiters.append(work)  # solved right after the compile it waits for
+            elif waiters is not None or not self._compiles.submit(
+                lambda: self._compile_then(key, work)
+            ):
+                return self._refuse(
+                    SolveIK.Response(),
+                    RequestError(
+                        ErrorCode.BUSY,
+                        "too many requests are waiting for new solver programs to compile "
+                        "(max_pending_compiles = "
+                        f"{self.get_parameter('max_pending_compiles').value}): retry shortly",
+                    ),
+                    "solve_ik",
+                )
+            else:
+                self._compiling[key] = []
+        if budget > 0:
+            answer_within(deferred, budget - (time.perf_counter() - start), too_late)
+        return deferred
+
+    def _compile_in_background(self, model: LoadedModel, objectives, seed) -> None:
+        """Compiles the program for ``objectives`` from ``seed`` on the compile thread,
+        unless it is compiling already (or the compile queue is full: a later call retries)."""
+        key = (id(model), model.program_key(objectives, seed))
+
+        def work() -> None:
+            try:
+                model.solve(objectives, seed, iterations=1, restarts=0)
+            except Exception:  # noqa: BLE001 -- the request that needs it reports errors
+                self._log_exception("background compile")
+
+        with self._compiling_lock:
+            if key not in self._compiling and self._compiles.submit(
+                lambda: self._compile_then(key, work)
+            ):
+                self._compiling[key] = []
+
+    def _compile_then(self, key: tuple, work) -> None:
+        """Runs ``work`` (its first solve compiles the program ``key``), then the requests
+        that came for the same program meanwhile."""
+        try:
+            work()
+        finally:
+            while True:
+                with self._compiling_lock:
+                    waiters = self._compiling.get(key)
+                    if not waiters:
+                        self._compiling.pop(key, None)
+                        break
+                    ready, waiters[:] = list(waiters), []
+                for waiting in ready:
+                    waiting()
+
+    def _ik_answer(self, response: SolveIK.Response, model: LoadedModel, outcome) -> None:
         solution = response.solution  # filled in place: no second JointState to build
         solution.header.stamp = self.get_clock().now().to_msg()
         solution.name = list(model.joint_names)
@@ -777,17 +1063,20 @@ class PyrokiRosNode(Node):
         response.orientation_errors = outcome.orientation_error.astype(float).tolist()
         response.iterations = int(outcome.iterations)
         response.solve_time = float(outcome.solve_seconds)
-        self.get_logger().debug(
-            f"solve_ik: {'ok' if outcome.success else outcome.code} in "
-            f"{(time.perf_counter() - start) * 1e3:.1f} ms"
-        )
-        return response
 
     def _solve_ik_batch(self, request: SolveIKBatch.Request, response: SolveIKBatch.Response):
         start = time.perf_counter()
         try:
             model = self._require_model()
             cfg = self._settings
+            limits = self._limits
+            limits.check(
+                max(len(request.targets), len(request.packed_poses) // 7),
+                "max_batch_targets",
+                "targets",
+            )
+            limits.check_state(request.seed, "seed")
+            limits.check(len(request.active_joints), "max_names", "active_joints")
             if not request.link:
                 raise RequestError(ErrorCode.INVALID_REQUEST, "link is empty (required)")
             model.check_link(request.link, "link")
@@ -813,6 +1102,8 @@ class PyrokiRosNode(Node):
                 tolerances=tolerances,
                 iterations=cfg.max_iterations,
                 restarts=cfg.restarts,
+                timeout=timeout,
+                stop=self._closing,
             )
         except RequestError as e:
             return self._refuse(response, e, "solve_ik_batch")
@@ -834,11 +1125,12 @@ class PyrokiRosNode(Node):
         response.solve_time = float(result.solve_seconds)
         elapsed = time.perf_counter() - start
         solved = int(result.success.sum())
-        if timeout > 0 and elapsed > timeout:
+        if result.timed_out or (timeout > 0 and elapsed > timeout):
             response.error_code.val = ErrorCode.TIMEOUT
             response.message = (
-                f"the batch took {elapsed:.3g} s, over its {timeout:.3g} s budget (solutions "
-                f"filled in: {solved}/{len(result.success)} within tolerance)"
+                f"the {timeout:.3g} s budget ran out after {elapsed:.3g} s: "
+                f"{solved}/{len(result.success)} targets within tolerance (targets not "
+                "reached in time keep the seed, with success false and infinite errors)"
             )
         else:
             response.error_code.val = ErrorCode.SUCCESS
@@ -860,7 +1152,9 @@ class PyrokiRosNode(Node):
                     "robot_state is empty and nothing was received on "
                     f"{self.get_parameter('joint_states_topic').value} yet",
                 )
-            q = model.seed(state, latest, "robot_state", check_limits=False)
+            self._limits.check_state(state, "robot_state")
+            self._limits.check(len(request.link_names), "max_names", "link_names")
+            q, outside = model.configuration(state, latest, "robot_state")
             links = list(request.link_names) or list(model.link_names)
             for link in links:
                 model.check_link(link, "link_names:")
@@ -881,6 +1175,13 @@ class PyrokiRosNode(Node):
             pose.header.stamp = stamp
             response.poses.append(pose)
         response.link_names = links
+        response.within_limits = not outside
+        if outside:
+            response.message = (
+                f"robot_state is outside the joint limits of {', '.join(outside[:10])}"
+                + (f" and {len(outside) - 10} more" if len(outside) > 10 else "")
+                + ": the poses are those of exactly this state"
+            )
         response.error_code.val = ErrorCode.SUCCESS
         return response
 
@@ -927,6 +1228,8 @@ class PyrokiRosNode(Node):
         logger = self.get_logger()
         try:
             model = self._require_model()
+            self._check_execute(request.execute)
+            self._check_plan_sizes(request)
             settings = self._plan_settings()
             start = self._start_state(model, request.start_state, "start_state")
             planner = self._planner(model)
@@ -964,6 +1267,8 @@ class PyrokiRosNode(Node):
         start_time = time.perf_counter()
         try:
             model = self._require_model()
+            self._check_execute(request.execute)
+            self._check_retarget_sizes(model, request)
             seed = model.seed(request.seed, self._latest_joint_positions(), "seed")
             planner = self._planner(model)
             result, errors, dt = planning.retarget_request(
@@ -1002,6 +1307,55 @@ class PyrokiRosNode(Node):
             response.executed = True
         response.solve_time = time.perf_counter() - start_time
         return response
+
+    def _check_execute(self, execute: bool) -> None:
+        if execute and not self.get_parameter("allow_execute").value:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                "execute = true, but this node may not publish to the controller "
+                "(parameter allow_execute is false); plan without execute, or set it",
+            )
+
+    def _check_plan_sizes(self, request: PlanTrajectory.Request) -> None:
+        limits = self._limits
+        limits.check_state(request.start_state, "start_state")
+        limits.check_state(request.goal_state, "goal_state")
+        limits.check(len(request.active_joints), "max_names", "active_joints")
+        limits.check(len(request.goal_objectives), "max_objectives", "goal_objectives")
+        limits.check(len(request.waypoints), "max_waypoints", "waypoints")
+        for w, group in enumerate(request.waypoints):
+            limits.check(len(group.objectives), "max_objectives", f"waypoints[{w}].objectives")
+        limits.check(
+            max(len(request.obstacles), len(request.obstacle_poses)) + len(request.half_spaces),
+            "max_obstacles",
+            "obstacles + half_spaces",
+        )
+        limits.check(int(request.num_steps), "max_trajectory_steps", "num_steps")
+
+    def _check_retarget_sizes(self, model: LoadedModel, request: RetargetMotion.Request) -> None:
+        limits = self._limits
+        limits.check_state(request.seed, "seed")
+        for field in ("link_names", "active_joints", "vector_from_links", "vector_to_links"):
+            limits.check(len(getattr(request, field)), "max_names", field)
+        steps = len(request.steps)
+        limits.check(steps, "max_retarget_steps", "steps")
+        limits.check(steps * max(len(request.link_names), 1), "max_keypoints", "steps x links")
+        for t, step in enumerate(request.steps):  # each step's own size, before it is read
+            if len(step.points) > len(request.link_names):
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"steps[{t}] has {len(step.points)} points for "
+                    f"{len(request.link_names)} link_names",
+                )
+        from pyroki_ros.trajopt import retarget_memory_bytes
+
+        need = retarget_memory_bytes(steps, len(model.joint_names), len(request.link_names))
+        if need > RETARGET_MEMORY_BYTES:
+            raise RequestError(
+                ErrorCode.REQUEST_TOO_LARGE,
+                f"retargeting {steps} steps x {len(request.link_names)} links would need about "
+                f"{need / 2**30:.1f} GiB, over the node's {RETARGET_MEMORY_BYTES / 2**30:.1f} GiB",
+            )
 
     def _refuse(self, response, error: RequestError, service: str):
         response.error_code.val = error.code
@@ -1074,6 +1428,11 @@ class PyrokiRosNode(Node):
                 self._finish_goal(seq)
                 return
             self._goal_cache = (seq, generation, objectives)
+        if not model.is_compiled(objectives, start):
+            # Never compile on this thread: the goal waits (ticks go on) until it is done.
+            self._compile_in_background(model, objectives, start)
+            self._teleop_warn("compile", "teleop goal waits: compiling the solver for it")
+            return
         dt = 1.0 / self.get_parameter("teleop_rate_hz").value
         step_limit = self.get_parameter("velocity_scaling").value * model.velocity_limits * dt
         try:
@@ -1119,13 +1478,16 @@ class PyrokiRosNode(Node):
             return [model.objective(objective, "goal_pose", frames)]
         if not goal.objectives:
             raise RequestError(ErrorCode.INVALID_REQUEST, "MultiLinkGoal has no objectives")
+        self._limits.check(len(goal.objectives), "max_objectives", "MultiLinkGoal objectives")
         return [
             model.objective(o, f"goal.objectives[{i}]", frames, default_frame=goal.header.frame_id)
             for i, o in enumerate(goal.objectives)
         ]
 
     def destroy_node(self):
+        self._closing.set()
         self._stop_warm_thread()
+        self._compiles.shutdown()
         self.worker.destroy_node()
         return super().destroy_node()
 
@@ -1191,10 +1553,189 @@ def _batch_objective(model, request, targets, position_only, weight):
     return objective
 
 
+# --- shutdown on SIGINT / SIGTERM ----------------------------------------------------------------
+# rclpy's own handlers (what rclpy.init installs by default) lose the wake-up now and then: its
+# signal thread triggers the executors' guard conditions *before* it shuts the context down
+# (rclpy 9.1.2, src/rclpy/signal_handler.cpp), so an executor that wakes in between still sees a
+# valid context, waits again without a timeout, and nothing is left to wake it (that thread's
+# rcl_shutdown bypasses the Python on_shutdown callbacks that would wake the executor). SIGINT
+# hid it: the wake-up alone lets Python raise KeyboardInterrupt in the main thread. SIGTERM
+# left the node spinning for good, more often on a loaded machine. Instead the node handles
+# both signals itself (_SignalShutdown) and ends within SHUTDOWN_HARD_LIMIT_S.
+SHUTDOWN_SIGNALS = ("SIGINT", "SIGTERM")
+# Work still running this long after the signal is not waited for (the process ends without
+# finalising the interpreter: JAX compilations and plans cannot be interrupted).
+SHUTDOWN_GRACE_S = 0.8
+# The watchdog: whatever still runs then, the process ends (console and log file flushed).
+SHUTDOWN_WATCHDOG_S = 1.5
+# If even the watchdog thread cannot run (native code holding the GIL, e.g. in interpreter
+# finalisation): SIGALRM's default action ends the process (status -14), armed at the signal.
+SHUTDOWN_HARD_LIMIT_S = 1.9
+
+
+def _flush_output() -> None:
+    """Python's and C's buffered console output (rcutils writes with C stdio)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (AttributeError, OSError):
+        pass
+
+
+def _exit_now(reason: str) -> None:
+    """Ends the process at once, output flushed. An error-level message also makes rcl's
+    spdlog file sink flush what it holds (it flushes on errors, otherwise every 5 s)."""
+    try:
+        rclpy.logging.get_logger(NODE_NAME).error(f"{reason}: exiting now")
+    except Exception:  # noqa: BLE001, S110 -- logging may be shut down already
+        pass
+    _flush_output()
+    os._exit(0)
+
+
+class _SignalShutdown:
+    """SIGINT / SIGTERM as a shutdown request that is never lost.
+
+    The Python-level handlers do nothing; what counts is ``signal.set_wakeup_fd``: the
+    interpreter's C handler writes the signal number to a socket the moment the signal arrives,
+    and a helper thread acts on it, whatever the main thread is doing (waiting inside rcl,
+    running a callback). The first signal completes :attr:`stopped` (a done future wakes the
+    executor spinning until it: its flag is set before the wake-up, so it cannot be missed),
+    arms the watchdog (:data:`SHUTDOWN_WATCHDOG_S`, then SIGALRM at
+    :data:`SHUTDOWN_HARD_LIMIT_S`); a second signal ends the process at once."""
+
+    def __init__(self) -> None:
+        import signal
+        import socket
+
+        from rclpy.task import Future
+
+        self.stopped = Future()
+        self._signal_time: float | None = None
+        self._numbers = {int(getattr(signal, name)) for name in SHUTDOWN_SIGNALS}
+        self._receive, self._send = socket.socketpair()
+        self._send.setblocking(False)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the hard limit's action
+        for number in self._numbers:
+            signal.signal(number, _ignore_signal)
+        signal.set_wakeup_fd(self._send.fileno(), warn_on_full_buffer=False)
+        threading.Thread(target=self._listen, name="pyroki_ros_signals", daemon=True).start()
+
+    @classmethod
+    def install(cls) -> _SignalShutdown | None:
+        """Only the main thread can install signal handlers; elsewhere rclpy's are used."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        return cls()
+
+    def deadline(self, seconds: float) -> float:
+        """time.monotonic() ``seconds`` after the signal (after now if none came)."""
+        start = self._signal_time
+        return (time.monotonic() if start is None else start) + seconds
+
+    def _listen(self) -> None:
+        import signal
+
+        watchdog: float | None = None
+        while True:
+            if watchdog is not None:
+                left = watchdog - time.monotonic()
+                if left <= 0:
+                    _exit_now(
+                        f"shutdown watchdog: not finished {SHUTDOWN_WATCHDOG_S} s after "
+                        f"the signal (threads: {', '.join(_running_threads()) or 'none'})"
+                    )
+                self._receive.settimeout(left)
+            try:
+                data = self._receive.recv(64)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            for number in data:
+                if number not in self._numbers:
+                    continue
+                name = signal.Signals(number).name
+                if watchdog is not None:
+                    _exit_now(f"second signal ({name}) during shutdown")
+                self._signal_time = time.monotonic()
+                watchdog = self._signal_time + SHUTDOWN_WATCHDOG_S
+                signal.setitimer(signal.ITIMER_REAL, SHUTDOWN_HARD_LIMIT_S)
+                try:  # first: the process may end right after set_result
+                    rclpy.logging.get_logger(NODE_NAME).info(f"{name}: shutting down")
+                except Exception:  # noqa: BLE001, S110 -- before rclpy.init
+                    pass
+                self.stopped.set_result(number)
+
+
+def _ignore_signal(number, frame) -> None:
+    """Python-level handler of SIGINT / SIGTERM: _SignalShutdown acts on the wake-up fd."""
+
+
+def _running_threads() -> list[str]:
+    """Threads still alive besides the main thread and the signal thread. Daemon or not, each
+    can hold up the exit: the interpreter joins non-daemon threads and every thread pool's
+    workers (the executors' pools are daemon threads, made by a daemon thread), and one that
+    runs JAX code while the interpreter finalises can crash it."""
+    me = threading.current_thread()
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t is not me
+        and t is not threading.main_thread()
+        and t.name != "pyroki_ros_signals"
+        and t.is_alive()
+    ]
+
+
+def _shut_down(node, executor, worker, signals: _SignalShutdown | None, code: int) -> None:
+    """Stops the executors, destroys the node and shuts ROS down without waiting for running
+    work; when work still runs at the grace deadline (a JAX compilation or a plan cannot be
+    interrupted, and finalising the interpreter under it crashes or waits for it), leaves at
+    once with os._exit."""
+    closing = getattr(node, "_closing", None)
+    if closing is not None:
+        closing.set()  # batches stop between chunks
+    if worker is not None:  # no new work; running callbacks are not waited for
+        worker.shutdown(timeout_sec=0, wait_for_threads=False)
+    if executor is not None:
+        executor.shutdown(timeout_sec=0)
+    busy = node is not None and node.busy_compiling()
+    try:
+        if node is not None and not busy:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+    deadline = (
+        signals.deadline(SHUTDOWN_GRACE_S) if signals else time.monotonic() + SHUTDOWN_GRACE_S
+    )
+    while (running := _running_threads()) and time.monotonic() < deadline:
+        if node is not None and node.busy_compiling():  # no use waiting
+            break
+        time.sleep(0.01)
+    busy = node is not None and node.busy_compiling()
+    if busy or running:
+        what = ", ".join(running + (["a model compilation"] if busy else []))
+        try:
+            rclpy.logging.get_logger(NODE_NAME).info(f"shut down; not waiting for {what}")
+        except Exception:  # noqa: BLE001, S110 -- logging is shut down
+            pass
+        _flush_output()
+        os._exit(code)
+
+
 def exit_with_parent() -> None:
     """With PYROKI_ROS_EXIT_WITH_PARENT=<pid of the parent> (set by pyroki_ros.ros.harness for
     the demo and tests), ask Linux for a SIGTERM when the parent dies, so that a crashed test
-    run leaves no node behind."""
+    run leaves no node behind (the SIGTERM ends the node like any other: main)."""
     parent = os.environ.get("PYROKI_ROS_EXIT_WITH_PARENT")
     if not parent or not sys.platform.startswith("linux"):
         return
@@ -1211,36 +1752,46 @@ def exit_with_parent() -> None:
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of ``pyroki_ros_node``; ``args`` default to sys.argv (ROS arguments after
-    ``--ros-args``)."""
+    ``--ros-args``).
+
+    SIGINT and SIGTERM end the node within SHUTDOWN_HARD_LIMIT_S (2 s) in every state, exit
+    status 0: the request path stops at once, running work is given until SHUTDOWN_GRACE_S
+    after the signal, then the process leaves without waiting for it; a watchdog ends the
+    process if that has not happened by SHUTDOWN_WATCHDOG_S, a second signal at once."""
     exit_with_parent()
-    rclpy.init(args=sys.argv if args is None else args)
+    signals = _SignalShutdown.install()
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(
+        args=sys.argv if args is None else args,
+        signal_handler_options=SignalHandlerOptions.NO if signals else None,
+    )
     node = None
+    executor = None
     worker = None
+    code = 0
     try:
         node = PyrokiRosNode()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        # Two threads: a plan and a model load may run at the same time.
-        worker = MultiThreadedExecutor(num_threads=2)
+        # Three threads: a model load, a batch and a plan may run at the same time.
+        worker = MultiThreadedExecutor(num_threads=3)
         worker.add_node(node.worker)
         threading.Thread(target=worker.spin, name="pyroki_ros_worker", daemon=True).start()
-        executor.spin()
+        if signals is None:
+            executor.spin()
+        else:  # until the signal, or the context is shut down
+            executor.spin_until_future_complete(signals.stopped)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:  # noqa: BLE001 -- reported, then the same clean shutdown
+        import traceback
+
+        traceback.print_exc()
+        code = 1
     finally:
-        if worker is not None:
-            worker.shutdown(timeout_sec=2.0)  # lets a running callback finish, briefly
-        busy = node is not None and node.busy_compiling()
-        if node is not None and not busy:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        if busy:
-            # A compilation cannot be interrupted, and finalising the interpreter under it
-            # crashes (or waits for it): ROS is shut down, so leave without finalising.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-    return 0
+        _shut_down(node, executor, worker, signals, code)
+    return code
 
 
 if __name__ == "__main__":

@@ -234,9 +234,9 @@ def plan_request(planner: Planner, request, start: np.ndarray, settings: PlanSet
     if not (math.isfinite(margin) and margin >= 0):
         raise RequestError(ErrorCode.INVALID_REQUEST, f"safety_margin must be >= 0, got {margin}")
     steps = int(request.num_steps) or settings.num_steps
-    if not 2 <= steps <= 4096:
+    if steps < 2:  # the upper bound: the node's max_trajectory_steps
         raise RequestError(
-            ErrorCode.INVALID_REQUEST, f"num_steps must be in [2, 4096] (0 = default), got {steps}"
+            ErrorCode.INVALID_REQUEST, f"num_steps must be >= 2 (0 = default), got {steps}"
         )
     duration = duration_seconds(request.duration)
     if not (math.isfinite(duration) and duration >= 0):

@@ -1,0 +1,125 @@
+"""Service answers that come later, from another thread, without blocking the executor.
+
+The node's IK / FK services are spun by one single-threaded executor (the cheapest round
+trip, docs/benchmarks/node.md). A request that needs long work (a first-time compile) must
+not hold that thread: its callback returns a :class:`Deferred` at once, the work runs on a
+background thread, and the answer is sent when the work ends or its time budget runs out,
+whichever comes first. Meanwhile the executor serves everyone else.
+
+rclpy has no API for this: an ``async`` callback awaiting a future makes its executor poll
+the pending task in a busy loop (rclpy.executors._wait_for_ready_callbacks yields every
+pending task on every pass), which on a small CPU takes the time the work needs. Instead,
+:func:`allow_deferred` wraps one service's ``send_response``: the executor calls it with the
+callback's return value and the request header; a Deferred takes the header and sends the
+real response itself once it is resolved.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+
+class Deferred:
+    """A response resolved later (once); sent when both it and the request header are known."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self._send: Callable[[Any, Any], None] | None = None
+        self._header: Any = None
+        self._sent = False
+
+    def resolve(self, response) -> bool:
+        """Sets the answer; False if one was set before (the first answer wins)."""
+        with self._lock:
+            if self._response is not None:
+                return False
+            self._response = response
+        self._flush()
+        return True
+
+    @property
+    def resolved(self) -> bool:
+        return self._response is not None
+
+    def _attach(self, send: Callable[[Any, Any], None], header) -> None:
+        with self._lock:
+            self._send, self._header = send, header
+        self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            if self._sent or self._response is None or self._send is None:
+                return
+            self._sent = True
+            send, response, header = self._send, self._response, self._header
+        send(response, header)
+
+
+def allow_deferred(service) -> None:
+    """Lets ``service``'s callback return a :class:`Deferred` instead of a response."""
+    send = service.send_response
+
+    def send_response(response, header) -> None:
+        if isinstance(response, Deferred):
+            response._attach(send, header)
+        else:
+            send(response, header)
+
+    service.send_response = send_response
+
+
+class BackgroundWork:
+    """A bounded queue of long work for deferred answers: ``threads`` workers, at most
+    ``capacity`` jobs waiting or running (more -> :meth:`submit` returns False)."""
+
+    def __init__(self, threads: int, capacity: int, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+        self._capacity = capacity
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], None]) -> bool:
+        with self._lock:
+            if self._count >= self._capacity:
+                return False
+            self._count += 1
+
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                with self._lock:
+                    self._count -= 1
+
+        self._pool.submit(run)
+        return True
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._count > 0
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def answer_within(
+    deferred: Deferred, budget: float, on_timeout: Callable[[], Any]
+) -> threading.Timer | None:
+    """Resolves ``deferred`` with ``on_timeout()`` after ``budget`` s unless it is resolved
+    by then (budget <= 0: no deadline)."""
+    if budget <= 0:
+        return None
+
+    def expire() -> None:
+        if not deferred.resolved:
+            deferred.resolve(on_timeout())
+
+    timer = threading.Timer(budget, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
