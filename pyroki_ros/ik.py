@@ -618,12 +618,6 @@ class IKSolver:
             for key in [k for k in self._programs if k[0] == structure]:
                 del self._programs[key]
 
-    @property
-    def program_count(self) -> int:
-        """Jitted programs held (one per structure and lane count; each compiles once per
-        batch bucket)."""
-        return len(self._programs)
-
     def _cached_settings(self, options: dict) -> _Settings:
         # Options repeat from call to call (a teleop loop, a benchmark): check them once.
         try:

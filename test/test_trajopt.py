@@ -16,6 +16,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import plan_check as check
+from nls_reference import dense_hessian
 from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
 
 from pyroki_ros import Robot, nls, scenes, timing
@@ -53,20 +54,6 @@ def _bands_of(dense: np.ndarray, width: int) -> np.ndarray:
     return np.stack([np.pad(np.diagonal(dense, k), (0, min(k, t_count))) for k in range(width)])
 
 
-def _dense_matrix(diag, sub, coupling, weights, damping, free):
-    t_count, n = free.shape
-    h = np.zeros((t_count * n, t_count * n))
-    for t in range(t_count):
-        h[t * n : (t + 1) * n, t * n : (t + 1) * n] += diag[t]
-    for t in range(t_count - 1):
-        h[(t + 1) * n : (t + 2) * n, t * n : (t + 1) * n] += sub[t]
-        h[t * n : (t + 1) * n, (t + 1) * n : (t + 2) * n] += sub[t].T
-    h += np.kron(coupling, np.diag(weights))
-    h += np.diag(damping * (np.diag(h) + 1e-9))
-    m = free.reshape(-1)
-    return h * m[:, None] * m[None, :] + np.diag(1 - m)
-
-
 @pytest.mark.parametrize("t_count,n,bandwidth", [(1, 3, 2), (5, 4, 1), (10, 2, 3), (33, 7, 2)])
 def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
     rng = np.random.default_rng(t_count)
@@ -98,7 +85,7 @@ def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
     padded = np.concatenate([rhs, np.zeros((groups * bandwidth - t_count, n))])
     x = nls.solve_block_tridiagonal(d, c, jnp.asarray(padded.reshape(groups, -1), jnp.float32))
     x = np.asarray(x).reshape(-1, n)[:t_count]
-    h = _dense_matrix(diag, sub.reshape(-1, n, n), coupling, weights, 0.1, free)
+    h = dense_hessian(diag, sub.reshape(-1, n, n), coupling, weights, 0.1, free)
     expected = np.linalg.solve(h, rhs.reshape(-1)).reshape(t_count, n)
     np.testing.assert_allclose(x, expected, atol=2e-4 * max(1.0, np.abs(expected).max()))
 

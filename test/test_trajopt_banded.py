@@ -14,6 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from nls_reference import dense_hessian
+
 from pyroki_ros import nls
 from pyroki_ros.trajopt import retarget_memory_bytes, trajectory_memory_bytes
 
@@ -27,21 +30,6 @@ def dense_smoothing(t_count: int, order: int, hold_ends: bool) -> np.ndarray:
     extend = np.eye(t_count)[np.clip(np.arange(-ghost, t_count + ghost), 0, t_count - 1)]
     d = np.diff(extend, n=order, axis=0)
     return d.T @ d
-
-
-def dense_hessian(diag, sub, coupling, weights, damping, free) -> np.ndarray:
-    """The damped Gauss-Newton matrix (T n, T n) with fixed variables as identity rows."""
-    t_count, n = free.shape
-    h = np.zeros((t_count * n, t_count * n))
-    for t in range(t_count):
-        h[t * n : (t + 1) * n, t * n : (t + 1) * n] += diag[t]
-    for t in range(t_count - 1):
-        h[(t + 1) * n : (t + 2) * n, t * n : (t + 1) * n] += sub[t]
-        h[t * n : (t + 1) * n, (t + 1) * n : (t + 2) * n] += sub[t].T
-    h += np.kron(coupling, np.diag(weights))
-    h += np.diag(damping * (np.diag(h) + 1e-9))
-    m = free.reshape(-1)
-    return h * m[:, None] * m[None, :] + np.diag(1 - m)
 
 
 @pytest.mark.parametrize("hold_ends", [True, False])

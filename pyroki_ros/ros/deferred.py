@@ -98,11 +98,6 @@ class BackgroundWork:
         self._pool.submit(run)
         return True
 
-    @property
-    def busy(self) -> bool:
-        with self._lock:
-            return self._count > 0
-
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 

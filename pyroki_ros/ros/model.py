@@ -501,11 +501,6 @@ class LoadedModel:
         (False: its first call compiles, ~1-2 s on a CPU)."""
         return self.program_key(objectives, seed) in self._compiled
 
-    @property
-    def compiled_programs(self) -> int:
-        """How many (objective structure, batch bucket) programs are compiled and kept."""
-        return len(self._compiled)
-
     def _remember(self, key: tuple) -> None:
         """Marks ``key`` compiled (most recently used); past :attr:`max_programs`, the least
         recently used program is dropped from the solver, and with it its memory."""

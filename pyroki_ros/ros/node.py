@@ -324,7 +324,7 @@ PARAMETERS = (
     Param(
         "max_compiled_programs",
         32,
-        "Compiled IK programs kept per model (each ~10-50 MB); the least recently used one is "
+        "Compiled IK programs kept per model (memory grows with each); the least recently used is "
         "dropped beyond this, and recompiled on its next use.",
         read_only=True,
         int_range=(4, 4096),
