@@ -22,7 +22,18 @@ ROS_KILTED = [
     "ros-kilted-sensor-msgs==5.5.1",
     "ros-kilted-shape-msgs==5.5.1",
     "ros-kilted-trajectory-msgs==5.5.1",
+    "ros-kilted-visualization-msgs==5.5.1",
 ]
+
+
+def _jax_pin() -> str:
+    """``==X`` of requirements.txt's jax pin (the CPU build), or "" without that file: the
+    CUDA extra then installs the same version (jax[cuda12]==X pins jaxlib and the plugin)."""
+    requirements = HERE / "requirements.txt"
+    if not requirements.is_file():
+        return ""
+    pin = re.search(r"^jax==([^\s#]+)", requirements.read_text(), re.MULTILINE)
+    return f"=={pin[1]}" if pin else ""
 
 
 def _files(folder: str) -> list[str]:
@@ -55,6 +66,11 @@ setup(
         "ros": ROS_KILTED,
         "test": ["pytest", "hypothesis"],
         "train": ["optax"],
+        # the web viewer: pyroki-ros view, pyroki-ros demo --view (pyroki_ros/viewer.py)
+        "view": ["viser>=1.1.1,<2"],
+        # JAX on NVIDIA GPUs (CUDA 12 wheels; ./setup.sh --cuda does the same in .venv)
+        "cuda": [f"jax[cuda12]{_jax_pin()}"],
+        "cuda13": [f"jax[cuda13]{_jax_pin()}"],
     },
     entry_points={
         "console_scripts": [

@@ -1,5 +1,5 @@
-"""The ``pyroki-ros`` command line: ``fk``, ``ik``, ``train-sampler``, ``sample``, ``demo`` and
-``node``.
+"""The ``pyroki-ros`` command line: ``fk``, ``ik``, ``train-sampler``, ``sample``, ``demo``,
+``view`` and ``node``.
 
 The ``fk`` and ``ik`` sub-commands are a stable file contract (npz in, npz out) used by the
 benchmarks and by outside checks.
@@ -286,8 +286,53 @@ def build_parser() -> argparse.ArgumentParser:
         default=150.0,
         help="give up waiting for the node after this many seconds (default 150)",
     )
+    demo.add_argument(
+        "--view", action="store_true", help="also show each step in the web viewer (viser)"
+    )
+    _viewer_arguments(demo)
+    demo.add_argument(
+        "--view-seconds",
+        type=float,
+        default=-1.0,
+        help="with --view: keep the viewer up this long after the demo (default: until Ctrl+C)",
+    )
     demo.set_defaults(run=demo_command)
+
+    view = sub.add_parser(
+        "view",
+        help="show a running node in the web viewer: its ~/markers, /joint_states, plans",
+        description="Subscribes the node's ~/markers, the robot description, /joint_states and "
+        "the trajectory topic, and shows them on a viser page (a ROS client; sends nothing).",
+    )
+    _viewer_arguments(view)
+    view.add_argument("--node", default="/pyroki_ros_node", help="the node's full name")
+    view.add_argument("--joint-states", default="/joint_states", help="JointState topic")
+    view.add_argument(
+        "--trajectory-topic",
+        default="/joint_trajectory_controller/joint_trajectory",
+        help="the node's trajectory_topic (trajectories of 2+ points play as plans)",
+    )
+    view.add_argument(
+        "--robot-description", default="/robot_description", help="URDF topic (latched)"
+    )
+    view.add_argument(
+        "--urdf", help="a URDF file or bundled robot (panda, ur5) instead of the topic"
+    )
+    view.add_argument(
+        "--seconds", type=float, default=0.0, help="stop after this long (default: Ctrl+C)"
+    )
+    view.set_defaults(run=view_command)
     return parser
+
+
+def _viewer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8080, help="viewer port (default 8080)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="viewer address to bind (default 127.0.0.1; 0.0.0.0 serves every interface, "
+        "without authentication)",
+    )
 
 
 def node_command(args: argparse.Namespace) -> int:
@@ -299,7 +344,13 @@ def node_command(args: argparse.Namespace) -> int:
 def demo_command(args: argparse.Namespace) -> int:
     from .ros.demo import run
 
-    return run(args.timeout)
+    return run(args.timeout, args.view, args.host, args.port, args.view_seconds)
+
+
+def view_command(args: argparse.Namespace) -> int:
+    from .ros.view import run  # ROS imports stay inside this command
+
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:

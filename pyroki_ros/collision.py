@@ -18,6 +18,7 @@ different scenes.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -37,6 +38,8 @@ from .robot import FIXED, Robot
 
 # Obstacle-count buckets of World.padded; above the last, counts round up to its multiples.
 DEFAULT_BUCKETS = (0, 4, 16, 64)
+# One field per obstacle kind whose length is that kind's count.
+_COUNT_FIELDS = ("sphere_radii", "capsule_radii", "box_half_extents", "halfspace_offsets")
 # Where dummy obstacles live (m). Far enough that no robot sphere reaches them, small enough
 # that squares stay finite in float32.
 FAR = 1.0e6
@@ -316,6 +319,102 @@ def _check_ignore(robot: Robot, ignore: Iterable[Sequence[str]]) -> tuple[tuple[
     return tuple(sorted(out))
 
 
+@dataclasses.dataclass(frozen=True)
+class ContactRules:
+    """Contacts that are not collisions (applied by :func:`checked_pairs`).
+
+    Attributes:
+        allowed: (link, obstacle name) or (link, link) pairs, either order, that may touch
+            (a gripper and the object it holds, a link and the table it rests on).
+        check_fixed_links: also check links that cannot move against the world (by default
+            they are not: a robot mounted on a stand always touches it).
+    """
+
+    allowed: tuple[tuple[str, str], ...] = ()
+    check_fixed_links: bool = False
+
+    def __post_init__(self):
+        pairs = tuple(tuple(entry) for entry in self.allowed)
+        for entry in pairs:
+            if len(entry) != 2 or not all(isinstance(n, str) and n for n in entry):
+                raise ValueError(f"an allowed contact must be a pair of names, got {entry!r}")
+        object.__setattr__(self, "allowed", pairs)
+
+
+# The default rules: nothing allowed but the contacts of links that cannot move.
+DEFAULT_CONTACTS = ContactRules()
+
+
+def checked_pairs(
+    robot: Robot,
+    spheres: RobotSpheres,
+    world: World,
+    rules: ContactRules = DEFAULT_CONTACTS,
+    moving: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which contacts count as collisions: the one rule for planning, goal IK and checks.
+
+    Not checked: (1) spheres on links that cannot move (no ``moving`` joint between them and
+    the root: the root, links fixed to it, links whose joints are all held in this problem)
+    against the world, unless ``rules.check_fixed_links`` (a robot standing on a table
+    touches it, whatever the plan); pairs of two such spheres for self-collision (their
+    distance cannot change); (2) the ``rules.allowed`` pairs.
+
+    Args:
+        moving: (n_joints,) bool, joints that may move; default all.
+
+    Returns:
+        world (S, O) bool over ``world``'s obstacles in its order, and self (P,) bool over
+        ``spheres.self_pairs``: True where the pair is checked.
+
+    Raises:
+        ValueError: an allowed name that is neither a link nor an obstacle (or is both), or a
+            pair of two obstacles.
+    """
+    links = np.asarray(spheres.link_indices, int)
+    moving = np.ones(robot.n_joints, bool) if moving is None else np.asarray(moving, bool)
+    q_index = np.asarray(robot.q_index)
+    movable_link = np.array(
+        [
+            any(q_index[a] >= 0 and moving[q_index[a]] for a in robot.ancestors(i))
+            for i in range(robot.n_links)
+        ],
+        bool,
+    )
+    movable = movable_link[links] if len(links) else np.zeros(0, bool)
+    world_ok = np.ones((len(links), world.n_obstacles), bool)
+    pairs = np.asarray(spheres.self_pairs, int).reshape(-1, 2)
+    self_ok = np.ones(len(pairs), bool)
+    if not rules.check_fixed_links:
+        world_ok[~movable] = False
+        self_ok &= movable[pairs[:, 0]] | movable[pairs[:, 1]]
+    obstacle = {name: i for i, name in enumerate(world.names)}
+    link_set = set(robot.link_names)
+    for entry in rules.allowed:
+        for name in entry:
+            if name in link_set and name in obstacle:
+                raise ValueError(f"allowed contact: '{name}' is both a link and an obstacle")
+            if name not in link_set and name not in obstacle:
+                raise ValueError(
+                    f"allowed contact: '{name}' is neither a link of robot '{robot.name}' "
+                    f"nor a named obstacle"
+                )
+        a, b = entry
+        if a in obstacle and b in obstacle:
+            raise ValueError(f"allowed contact ({a}, {b}) names two obstacles, no link")
+        if a in obstacle:
+            a, b = b, a
+        on_a = links == robot.link_index(a)
+        if b in obstacle:
+            world_ok[on_a, obstacle[b]] = False
+        else:
+            on_b = links == robot.link_index(b)
+            self_ok &= ~(
+                (on_a[pairs[:, 0]] & on_b[pairs[:, 1]]) | (on_b[pairs[:, 0]] & on_a[pairs[:, 1]])
+            )
+    return world_ok, self_ok
+
+
 def _load_yaml(path: pathlib.Path) -> dict:
     text = path.read_text()
     try:
@@ -560,7 +659,9 @@ class World:
             obstacle is ``{x : n . x + d < 0}`` (a floor at z = 0: n = (0, 0, 1), d = 0).
 
     Distances come in this order along the obstacle axis: spheres, capsules, boxes,
-    half-spaces (see :func:`world_distances`).
+    half-spaces (see :func:`world_distances`). ``names``: static, one per obstacle in that
+    order (empty: unnamed), for allowed collisions and messages; :meth:`padded` drops them
+    (the compiled programs never see names).
     """
 
     sphere_centers: jax.Array
@@ -572,6 +673,7 @@ class World:
     box_half_extents: jax.Array
     halfspace_normals: jax.Array
     halfspace_offsets: jax.Array
+    names: tuple[str, ...] = _static(default=())
 
     @property
     def counts(self) -> tuple[int, int, int, int]:
@@ -599,14 +701,17 @@ class World:
         box_half_extents: Any = None,
         halfspace_normals: Any = None,
         halfspace_offsets: Any = None,
+        names: Sequence[str] | None = None,
         dtype: jnp.dtype = jnp.float32,
     ) -> World:
         """Validated obstacles; any kind may be left out. Half-space normals are normalised
-        (``d`` scaled with them); box quaternions are normalised.
+        (``d`` scaled with them); box quaternions are normalised. ``names``: one distinct,
+        non-empty name per obstacle, in the order spheres, capsules, boxes, half-spaces.
 
         Raises:
             ValueError: a kind given only in part, wrong shapes, NaN/inf, radii or half-extents
-                <= 0, a zero normal or quaternion. The message names the field and index.
+                <= 0, a zero normal or quaternion, names of the wrong count or repeated. The
+                message names the field and index.
         """
 
         def get(name, value, tail):
@@ -672,7 +777,27 @@ class World:
             h["halfspace_normals"] / nn[:, None] if len(nn) else a["halfspace_normals"]
         )
         a["halfspace_offsets"] = h["halfspace_offsets"] / nn if len(nn) else a["halfspace_offsets"]
-        return World(**{n: jnp.asarray(v, dtype) for n, v in a.items()})
+        total = sum(len(v) for n, v in a.items() if n in _COUNT_FIELDS)
+        names = () if names is None else tuple(names)
+        if names:
+            if len(names) != total:
+                raise ValueError(f"names: {len(names)} given for {total} obstacles")
+            if not all(isinstance(n, str) and n for n in names):
+                raise ValueError("names must be non-empty strings")
+            repeated = sorted(n for n, c in collections.Counter(names).items() if c > 1)
+            if repeated:
+                raise ValueError(f"names repeated: {', '.join(repeated[:10])}")
+        return World(**{n: jnp.asarray(v, dtype) for n, v in a.items()}, names=names)
+
+    def name(self, i: int) -> str:
+        """Obstacle ``i``'s name (its kind and index within the kind when unnamed)."""
+        if self.names:
+            return self.names[i]
+        for kind, count in zip(("sphere", "capsule", "box", "half-space"), self.counts):
+            if i < count:
+                return f"{kind} {i}"
+            i -= count
+        raise IndexError(i)
 
     @staticmethod
     def empty(dtype: jnp.dtype = jnp.float32) -> World:
@@ -860,7 +985,9 @@ _GRADIENTS = (_sphere_gradient, _capsule_gradient, _box_gradient, _halfspace_gra
 
 
 def nearest_obstacle_t(
-    points: tuple[jax.Array, jax.Array, jax.Array], world: World
+    points: tuple[jax.Array, jax.Array, jax.Array],
+    world: World,
+    checked: jax.Array | None = None,
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
     """Signed distance from each point to its nearest obstacle surface, and that distance's
     gradient with respect to the point (a unit vector pointing away from the obstacle).
@@ -873,6 +1000,8 @@ def nearest_obstacle_t(
     Args:
         points: three component arrays of one shape (*shape).
         world: the obstacles (at least one).
+        checked: optional, broadcastable to (*shape, N): False where a point and an obstacle
+            may touch (:func:`checked_pairs`); such an obstacle is ``FAR`` away for it.
 
     Returns:
         distance (*shape), gradient: three arrays (*shape).
@@ -881,10 +1010,14 @@ def nearest_obstacle_t(
     expanded = tuple(p[..., None] for p in points)
     along = lambda a: _along(a, axis + 1, axis)
     best = None
+    offset = 0
     for part, gradient, count in zip(_PARTS, _GRADIENTS, world.counts):
         if count == 0:
             continue
         d_all = part(expanded, world, along)  # (*shape, N)
+        if checked is not None:
+            d_all = jnp.where(checked[..., offset : offset + count], d_all, FAR)
+        offset += count
         index = jnp.argmin(d_all, axis=axis)
         d = jnp.take_along_axis(d_all, index[..., None], axis=axis)[..., 0]
         g = gradient(points, world, index)
@@ -902,34 +1035,41 @@ def nearest_obstacle_t(
     return d, tuple(g)
 
 
-def world_distances(centers: jax.Array, radii: jax.Array, world: World) -> jax.Array:
+def world_distances(
+    centers: jax.Array, radii: jax.Array, world: World, checked: jax.Array | None = None
+) -> jax.Array:
     """Signed distances between robot spheres and every obstacle, m (negative: penetration).
 
     Args:
         centers: (*batch, S, 3) sphere centres in the root frame.
         radii: (S,) (or broadcastable to (*batch, S)) sphere radii.
         world: the obstacles.
+        checked: optional (S, N) bool (:func:`checked_pairs`): inf where False.
 
     Returns:
         (*batch, S, Ns + Nc + Nb + Nh): spheres, capsules, boxes, half-spaces in that order.
     """
     components = tuple(centers[..., :, None, i] for i in range(3))  # (*batch, S, 1)
-    d = obstacle_distances_t(components, world, axis=-1)
-    return d - jnp.asarray(radii)[..., :, None]
+    d = obstacle_distances_t(components, world, axis=-1) - jnp.asarray(radii)[..., :, None]
+    return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 
-def self_distances(centers: jax.Array, radii: jax.Array, spheres: RobotSpheres) -> jax.Array:
+def self_distances(
+    centers: jax.Array, radii: jax.Array, spheres: RobotSpheres, checked: jax.Array | None = None
+) -> jax.Array:
     """Signed distances of the self-collision pairs, (*batch, P), m.
 
     Args:
         centers: (*batch, S, 3) root-frame sphere centres (from :func:`sphere_centers`).
         radii: (S,) radii.
         spheres: gives the pairs ``spheres.self_pairs`` (P, 2).
+        checked: optional (P,) bool (:func:`checked_pairs`): inf where False.
     """
     i, j = spheres.self_pairs[:, 0], spheres.self_pairs[:, 1]
     radii = jnp.asarray(radii)
     gap = centers[..., i, :] - centers[..., j, :]
-    return safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - radii[..., i] - radii[..., j]
+    d = safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - radii[..., i] - radii[..., j]
+    return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 
 def collision_distances(
@@ -938,18 +1078,21 @@ def collision_distances(
     q: jax.Array,
     world: World | None = None,
     self_collision: bool = True,
+    checked: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """All signed distances as one vector per configuration: (*batch, S * N + P) with the
     world distances (row-major over (S, N)) first, then the self pairs. A residual
     ``max(0, margin - d)`` of it is zero exactly when every clearance exceeds ``margin``.
+    ``checked``: (world (S, N), self (P,)) from :func:`checked_pairs`; unchecked pairs are inf.
     """
     centers = sphere_centers(robot, spheres, q)
+    checked_world, checked_self = (None, None) if checked is None else checked
     parts = []
     if world is not None:
-        d = world_distances(centers, spheres.radii, world)
+        d = world_distances(centers, spheres.radii, world, checked_world)
         parts.append(d.reshape(*d.shape[:-2], -1))
     if self_collision:
-        parts.append(self_distances(centers, spheres.radii, spheres))
+        parts.append(self_distances(centers, spheres.radii, spheres, checked_self))
     if not parts:
         return jnp.zeros((*centers.shape[:-2], 0), centers.dtype)
     return jnp.concatenate(parts, axis=-1)
@@ -961,7 +1104,8 @@ def min_distance(
     q: jax.Array,
     world: World | None = None,
     self_collision: bool = True,
+    checked: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """Smallest signed distance (world and/or self), (*batch,), m; +inf if nothing is checked."""
-    d = collision_distances(robot, spheres, q, world, self_collision)
+    d = collision_distances(robot, spheres, q, world, self_collision, checked)
     return jnp.min(d, axis=-1, initial=jnp.inf)

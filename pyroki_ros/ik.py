@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import devices
 from . import objectives as obj
 from .constant_pool import pooled_constants
 from .linalg import solve_spd
@@ -555,9 +556,35 @@ def _wrap_or_clip(q, lower, upper, continuous):
     return jnp.clip(wrapped, lower, upper)
 
 
+def _sharded_solve(robot: Robot, structure: tuple, lanes: int, settings_vector, params):
+    """:func:`_packed_solve` of one device's share of the problems (the body of a
+    ``shard_map``): ``settings_vector`` (3n + 6,) the same on every device, ``params``
+    (N / devices, n + 18 k) this device's rows. The count of real (not padding) problems in
+    the settings becomes this share's."""
+    rows = params.shape[0]
+    first = jax.lax.axis_index(devices.AXIS) * rows
+    last = _Settings.size(robot.n_joints) - 1  # n_valid: the packed settings' last entry
+    local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
+    packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
+    return _packed_solve(robot, structure, lanes, packed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShardedProgram:
+    """A program of :func:`_sharded_solve` over several devices: settings and rows are
+    separate arguments (the rows split over the devices, the settings copied)."""
+
+    program: object
+
+    def __call__(self, settings_vector: np.ndarray, params: np.ndarray) -> jax.Array:
+        return self.program(settings_vector, params)
+
+
 def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
-    """Calls a program of :func:`_packed_solve` on host arrays; its answer records, a numpy
-    array (N, n + 3 + 2k)."""
+    """Calls a program of :func:`_packed_solve` (or a :class:`_ShardedProgram`) on host
+    arrays; its answer records, a numpy array (N, n + 3 + 2k)."""
+    if isinstance(program, _ShardedProgram):
+        return np.asarray(program(settings_vector, params))
     return np.asarray(program(np.concatenate([settings_vector, params.ravel()])))
 
 
@@ -579,12 +606,14 @@ class IKSolver:
     def __init__(self, robot: Robot, *, lanes: int | None = None, device: str | None = None):
         self.robot = robot
         try:
-            self.device = jax.devices(device)[0] if device else jax.devices()[0]
+            self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
         except RuntimeError as e:
             raise ValueError(f"device '{device}' is not available here: {e}") from None
         # CPU: a few lanes keep each step's arrays small and cache-resident; GPU: one lane per
         # problem, all in parallel.
         self._max_lanes = lanes or (_CPU_LANES if self.device.platform == "cpu" else 1 << 16)
+        # Several local devices of this platform: batches are split over them (devices.py).
+        self._mesh = devices.batch_mesh(self.device.platform)
         self._programs: dict = {}
         self._lock = threading.Lock()
         self._settings_cache: dict = {}
@@ -597,19 +626,37 @@ class IKSolver:
         self._dtype = np.dtype(robot.dtype)
 
     def program(self, structure: tuple, size: int):
-        """The compiled solver for an objective structure and a batch bucket size."""
-        lanes = min(self._max_lanes, size)
-        key = (structure, lanes)
+        """The compiled solver for an objective structure and a batch bucket size (a
+        :class:`_ShardedProgram` when a batch is split over several devices: ``size`` then a
+        multiple of their count, see :meth:`_size`)."""
+        mesh = self._mesh if size > 1 else None
+        lanes = min(self._max_lanes, size // (mesh.size if mesh is not None else 1))
+        key = (structure, lanes, mesh is not None)
         program = self._programs.get(key)
         if program is None:
             with self._lock:  # one jitted function per key, even under concurrent first calls
                 program = self._programs.get(key)
                 if program is None:
                     links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
-                    pruned = jax.device_put(self.robot.subtree(tuple(sorted(links))), self.device)
-                    fn = functools.partial(_packed_solve, pruned, structure, lanes)
-                    program = self._programs[key] = jax.jit(fn)
+                    pruned = self.robot.subtree(tuple(sorted(links)))
+                    if mesh is None:
+                        pruned = jax.device_put(pruned, self.device)
+                        fn = functools.partial(_packed_solve, pruned, structure, lanes)
+                        program = jax.jit(fn)
+                    else:  # the robot as constants of the program (every device), rows split
+                        pruned = jax.tree.map(np.asarray, pruned)
+                        fn = functools.partial(_sharded_solve, pruned, structure, lanes)
+                        program = _ShardedProgram(
+                            devices.over_devices(fn, mesh, (devices.SAME, devices.ROWS))
+                        )
+                    self._programs[key] = program
         return program
+
+    def _size(self, count: int) -> int:
+        """Rows of the program for ``count`` problems: the bucket, a multiple of the device
+        count when batches are split over several devices."""
+        size = _bucket(count)
+        return devices.padded_size(size, self._mesh) if size > 1 else size
 
     def forget(self, structure: tuple) -> None:
         """Drops the compiled programs of an objective structure (``tuple(_structure(o))``
@@ -818,7 +865,7 @@ class IKSolver:
         if not np.isfinite(params).all():
             what = "the seed" if not np.isfinite(params[:, :n]).all() else "an objective"
             raise ValueError(f"{what} contains NaN or infinite values")
-        size = _bucket(count)
+        size = self._size(count)
         if size > count:
             params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
         structure = tuple(_structure(o) for o in objectives)
@@ -863,7 +910,7 @@ class IKSolver:
         again = params[failed].copy()
         if not np.isfinite(settings.max_deviation).any():
             again[:, :n] = out[failed, :n]
-        bucket = _bucket(len(failed))
+        bucket = self._size(len(failed))
         again = np.concatenate([again, np.repeat(again[-1:], bucket - len(failed), 0)])
         stage = dataclasses.replace(settings, rest_weight=0.0, max_iterations=budget)
         program = self.program(structure, bucket)

@@ -24,11 +24,11 @@ import numpy as np
 from . import kinematics as k
 from .robot import Robot
 
-Kind = Literal["pose", "point", "position", "orientation", "hinge", "plane", "line", "aim"]
+Kind = Literal["pose", "point", "position", "orientation", "hinge", "plane", "line", "aim", "axis"]
 
 # Rows of the residual for each kind (plane/line get 3 more rows with an axis).
 _POSITION_ROWS = {"pose": 3, "point": 3, "position": 3, "hinge": 3, "plane": 1, "line": 3}
-_ORIENTATION_ROWS = {"pose": 3, "orientation": 3, "hinge": 3, "aim": 3}
+_ORIENTATION_ROWS = {"pose": 3, "orientation": 3, "hinge": 3, "aim": 3, "axis": 3}
 
 # Default weight of a pose's orientation residual against its position residual (m per rad:
 # 1 degree counts as 3.5 mm). Tuned by iteration counts to 1 mm / 1 degree on four arms
@@ -289,6 +289,23 @@ def hinge(
     )
 
 
+def axis(
+    link: str, local_axis, target_axis, *, reference: str | None = None, weight=1.0
+) -> Objective:
+    """Axis only: ``local_axis`` (link frame) parallel to ``target_axis`` (reference frame);
+    the position and the rotation about the axis stay free (2 constrained DoF; e.g. a tool
+    pointing down wherever it is). The error is the angle between the two axes."""
+    return _make(
+        "axis",
+        link,
+        axis=target_axis,
+        local_axis=local_axis,
+        reference=reference,
+        position_weight=0.0,
+        orientation_weight=weight,
+    )
+
+
 def plane(
     link: str,
     local_point,
@@ -530,8 +547,8 @@ def evaluate_one_t(
         du = tuple(-(j - c[None] * u_dot_j) / distance[None] for j, c in zip(j_point, u))
         add(_sub(ray, u), tuple(a - b for a, b in zip(k.cross(jw, _rows(ray)), du)), w_rot)
         rot_err = _angle_between(ray, u)
-    elif kind == "hinge" or objective.align_axis:
-        if kind == "hinge":
+    elif kind in ("hinge", "axis") or objective.align_axis:
+        if kind in ("hinge", "axis"):
             goal = k.split(objective.axis)
         else:
             goal = k.rotate(target_q, (zero, zero, jnp.ones_like(zero)))

@@ -189,6 +189,32 @@ class Robot:
                 f"{', '.join(self.joint_names)}"
             ) from None
 
+    def reach(self, link: str | int) -> tuple[np.ndarray, float]:
+        """A ball that holds ``link``'s origin in every configuration within the limits:
+        centre (3,) in the root frame, radius (m). The centre is the origin of the first joint
+        on the chain that moves (no joint moves it; every joint turns about its own origin),
+        the radius the sum of the link offsets after it plus the travel of prismatic joints.
+        A target farther from the centre than the radius (plus the offset of a point on the
+        link) cannot be reached."""
+        chain = self.ancestors(link)
+        origins = np.asarray(self.origins, np.float64)
+        multipliers, offsets = np.asarray(self.multipliers), np.asarray(self.offsets)
+        limits = np.asarray(self.exact_limits, np.float64).reshape(-1, 2)
+        pose = jaxlie.SE3.identity()
+        radius = 0.0
+        moving = False
+        for i in chain[1:]:
+            if moving:
+                radius += float(np.linalg.norm(origins[i, 4:]))
+            else:
+                pose = pose @ jaxlie.SE3(jnp.asarray(origins[i]))
+            if self.q_index[i] >= 0:
+                moving = True
+                if self.joint_type[i] == PRISMATIC:
+                    travel = multipliers[i] * limits[self.q_index[i]] + offsets[i]
+                    radius += float(np.max(np.abs(travel)))
+        return np.asarray(pose.translation(), np.float64), radius
+
     def ancestors(self, link: str | int) -> tuple[int, ...]:
         """Link indices from the root down to ``link`` (inclusive)."""
         i = self.link_index(link) if isinstance(link, str) else link

@@ -18,19 +18,21 @@ acceleration limits are met by the time parameterisation (:mod:`pyroki_ros.timin
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import collision as col
+from . import devices, nls, sampling
 from . import kinematics as k
-from . import nls
 from . import objectives as obj
 from .robot import Robot
 
@@ -70,6 +72,8 @@ class PlanResult:
         iterations: LM iterations of the chosen start.
         solve_seconds: wall time of the whole call.
         message: a short human-readable summary.
+        reason: why a plan failed, for a caller to act on: "" (success, or a path that misses
+            its goal or clearance, see ``message``), START_IN_COLLISION or TIMED_OUT.
     """
 
     path: np.ndarray
@@ -82,6 +86,12 @@ class PlanResult:
     iterations: int
     solve_seconds: float
     message: str = ""
+    reason: str = ""
+
+
+# PlanResult.reason values.
+START_IN_COLLISION = "start_in_collision"
+TIMED_OUT = "timeout"  # the time budget ran out; the path is the best one so far
 
 
 @jax.tree_util.register_dataclass
@@ -97,6 +107,8 @@ class _Problem:
     upper: jax.Array  # (T, n)
     free: jax.Array  # (T, n)
     world: col.World
+    world_checked: jax.Array  # (S, O) bool, padded obstacle order (col.checked_pairs)
+    self_checked: jax.Array  # (P,) bool over the spheres' self pairs
     max_iterations: jax.Array  # ()
     tolerances: jax.Array  # (3,) position m, orientation rad, early-stop relative decrease
     vectors: jax.Array  # (T, V, 3) link-to-link vector targets (retargeting), root frame
@@ -131,16 +143,17 @@ SELF_GROUP = 16  # sphere pairs per self-collision row (a link pair's pairs, in 
 
 def self_pair_groups(
     pairs: np.ndarray, link_indices: tuple[int, ...], width: int = SELF_GROUP
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The self pairs grouped by link pair, each group split into chunks of at most
-    ``width``, as padded tables (G, width): first and second sphere index, and 1 where a slot
-    is padding. Each group gives one residual row per configuration, its nearest pair: the
-    signed distance between two links' sphere sets. (A row per pair is 752 rows for the
-    Panda; a per-configuration sort of all pairs cost more than the rest of the iteration.)"""
-    by_links: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for i, j in np.asarray(pairs, int).reshape(-1, 2):
+    ``width``, as padded tables (G, width): first and second sphere index, 1 where a slot is
+    padding, and the slot's row in ``pairs`` (0 for padding). Each group gives one residual
+    row per configuration, its nearest pair: the signed distance between two links' sphere
+    sets. (A row per pair is 752 rows for the Panda; a per-configuration sort of all pairs
+    cost more than the rest of the iteration.)"""
+    by_links: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for p, (i, j) in enumerate(np.asarray(pairs, int).reshape(-1, 2)):
         key = tuple(sorted((link_indices[i], link_indices[j])))
-        by_links.setdefault(key, []).append((int(i), int(j)))
+        by_links.setdefault(key, []).append((int(i), int(j), p))
     groups = [
         chunk[start : start + width]
         for chunk in by_links.values()
@@ -148,12 +161,14 @@ def self_pair_groups(
     ]
     first = np.zeros((len(groups), width), int)
     second = np.zeros((len(groups), width), int)
+    row = np.zeros((len(groups), width), int)
     pad = np.ones((len(groups), width))
     for g, members in enumerate(groups):
-        first[g, : len(members)] = [i for i, _ in members]
-        second[g, : len(members)] = [j for _, j in members]
+        first[g, : len(members)] = [i for i, _, _ in members]
+        second[g, : len(members)] = [j for _, j, _ in members]
+        row[g, : len(members)] = [p for _, _, p in members]
         pad[g, : len(members)] = 0.0
-    return first, second, pad
+    return first, second, pad, row
 
 
 class _Collision:
@@ -172,7 +187,7 @@ class _Collision:
             on_path[s, list(robot.ancestors(int(link)))] = True
         self._on_path = on_path  # (S, n_links)
         self._links = links
-        self._first, self._second, self._pad = self_pair_groups(
+        self._first, self._second, self._pad, self._pair_row = self_pair_groups(
             spheres.self_pairs, spheres.link_indices
         )
         # The links that joints move (revolute, prismatic, mimic), and per sphere which of
@@ -227,27 +242,27 @@ class _Collision:
             columns.append(total)
         return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
 
-    def nearest_obstacle_t(self, centers, world: col.World):
-        """Per sphere the signed distance to its nearest obstacle (S, B) and its gradient
-        with respect to the centre (three (S, B)); inf and zeros without obstacles."""
+    def nearest_obstacle_t(self, centers, world: col.World, checked: jax.Array):
+        """Per sphere the signed distance to its nearest checked obstacle (S, B) and its
+        gradient with respect to the centre (three (S, B)); inf and zeros without obstacles.
+        ``checked``: (S, O) (:func:`col.checked_pairs`)."""
         if world.n_obstacles == 0:
             inf = jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
             return inf, tuple(jnp.zeros_like(c) for c in centers)
-        d, grad = col.nearest_obstacle_t(centers, world)
+        d, grad = col.nearest_obstacle_t(centers, world, checked[:, None, :])
         return d - self.spheres.radii[:, None], grad
 
-    def nearest_pairs_t(self, centers):
-        """Per self-collision group (:func:`self_pair_groups`) its nearest sphere pair:
-        signed distance (G, B), both centres (two triples of (G, B)) and the link bits of
-        both spheres (two tuples of (G, B) int32 words)."""
+    def nearest_pairs_t(self, centers, checked: jax.Array):
+        """Per self-collision group (:func:`self_pair_groups`) its nearest checked sphere
+        pair: signed distance (G, B), both centres (two triples of (G, B)) and the link bits
+        of both spheres (two tuples of (G, B) int32 words). ``checked``: (P,)."""
         radii = np.asarray(self.spheres.radii, np.float64)
         first, second = self._first, self._second  # (G, K)
-        # Padded slots sit 1e6 m further away: they never win.
-        reach = radii[first] + radii[second] - 1e6 * self._pad  # (G, K)
+        # Padded and unchecked slots sit 1e6 m further away: they never win.
+        skip = jnp.maximum(self._pad, 1.0 - checked[self._pair_row].astype(centers[0].dtype))
+        reach = radii[first] + radii[second] - col.FAR * skip  # (G, K)
         gap = k.materialize(tuple(c[first] - c[second] for c in centers))  # (G, K, B)
-        (d_all,) = k.materialize(
-            (col.safe_norm3(*gap) - jnp.asarray(reach[:, :, None], centers[0].dtype),)
-        )
+        (d_all,) = k.materialize((col.safe_norm3(*gap) - reach[:, :, None].astype(gap[0].dtype),))
         d = jnp.min(d_all, axis=1)
         # One-hot of the nearest slot and reductions instead of gathers (gathers with
         # computed indices fuse badly on a CPU).
@@ -283,18 +298,29 @@ class _Collision:
             )
         return rates
 
-    def distances_t(self, centers, world: col.World) -> tuple[jax.Array, jax.Array]:
-        """Per sphere its smallest obstacle distance (S, B), per self pair (P, B)."""
-        world_d = self.nearest_obstacle_t(centers, world)[0]
+    def distances_t(self, centers, world: col.World, world_checked, self_checked):
+        """Per sphere its smallest checked obstacle distance (S, B), per self pair (P, B)
+        (inf where not checked)."""
+        world_d = self.nearest_obstacle_t(centers, world, world_checked)[0]
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
         radii = self.spheres.radii[:, None]
-        return world_d, col.safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        self_d = col.safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        return world_d, jnp.where(self_checked[:, None], self_d, jnp.inf)
 
-    def rows_t(self, q_t: jax.Array, world: col.World, margin, w_world, w_self):
+    def rows_t(
+        self,
+        q_t: jax.Array,
+        world: col.World,
+        checked: tuple[jax.Array, jax.Array],
+        margin,
+        w_world,
+        w_self,
+    ):
         """Hinge residuals max(0, margin - distance), weighted: one row per sphere for its
         nearest obstacle and one per link-pair group for its nearest sphere pair, (R, B), their
-        Jacobian (R, n, B), and each configuration's smallest clearance (B,)."""
+        Jacobian (R, n, B), and each configuration's smallest clearance (B,). ``checked``:
+        (world (S, O), self (P,)) pairs that count (:func:`col.checked_pairs`)."""
         frames = k.frames_t(self.robot, q_t)
         centers = self.centers_t(frames)
         jac = self.center_jacobian_t(frames, centers)  # [xyz][joint] (S, B)
@@ -302,7 +328,7 @@ class _Collision:
         flat = k.materialize(tuple(x for row in jac for x in row))
         jac = tuple(flat[i * n : (i + 1) * n] for i in range(3))
 
-        world_d, grad = self.nearest_obstacle_t(centers, world)
+        world_d, grad = self.nearest_obstacle_t(centers, world, checked[0])
         active = (world_d < margin) * -jnp.sqrt(w_world)
         r_world = jnp.sqrt(w_world) * jax.nn.relu(margin - world_d)
         j_world = jnp.stack(
@@ -310,7 +336,7 @@ class _Collision:
         )  # (S, n, B)
         if not self._has_pairs:
             return r_world, j_world, jnp.min(world_d, 0)
-        self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers)
+        self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers, checked[1])
         unit = col.unit3(tuple(a - b for a, b in zip(c_a, c_b)))
         active = (self_d < margin) * -jnp.sqrt(w_self)
         r_self = jnp.sqrt(w_self) * jax.nn.relu(margin - self_d)
@@ -385,7 +411,8 @@ def _linearize(
         def normal_terms(configs: jax.Array):
             """Per configuration (B, n): J^T J (B, n, n), J^T r (B, n), r^T r and clearance
             (B,) of its collision rows."""
-            rc, jc, clearance = collide.rows_t(configs.T, p.world, p.margin, w[5], w[6])
+            checked = (p.world_checked, p.self_checked)
+            rc, jc, clearance = collide.rows_t(configs.T, p.world, checked, p.margin, w[5], w[6])
             jtj = jnp.einsum("rib,rjb->bij", jc, jc)
             return jtj, jnp.einsum("rib,rb->bi", jc, rc), jnp.sum(rc * rc, 0), clearance
 
@@ -464,7 +491,7 @@ def _report(robot: Robot, collide: _Collision, p: _Problem, x: jax.Array, sample
     def smallest(configs: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Per configuration (B, n) its clearance to the world and between self pairs (B,)."""
         centers = collide.centers_t(k.frames_t(robot, configs.T))
-        world_d, self_d = collide.distances_t(centers, p.world)
+        world_d, self_d = collide.distances_t(centers, p.world, p.world_checked, p.self_checked)
         none = jnp.full(configs.shape[:1], inf)
         return (
             jnp.min(world_d, 0) if world_d.size else none,
@@ -504,6 +531,15 @@ def _structure(o: obj.Objective) -> tuple:
     return (o.kind, o.link, o.reference, o.align_axis)
 
 
+def _batch_specs(p: _Problem, starts: jax.Array) -> tuple:
+    """``shard_map`` specs of :func:`_solve_starts` over several devices: the starts and
+    their own bounds and objective values (leading axis B) split, everything else copied."""
+    same = jax.tree.map(lambda _: devices.SAME, p)
+    rows = jax.tree.map(lambda _: devices.ROWS, p.objectives)
+    split = dataclasses.replace(same, lower=devices.ROWS, upper=devices.ROWS, objectives=rows)
+    return split, devices.ROWS
+
+
 class TrajectoryOptimizer:
     """Plans joint-space paths for one robot; one compiled program per problem structure
     (number of knots, objective kinds and links, obstacle buckets, number of starts).
@@ -520,13 +556,19 @@ class TrajectoryOptimizer:
         *,
         device: str | None = None,
         dense_samples: int = 4,
+        max_programs: int = 32,
     ):
+        """``max_programs``: compiled programs kept; past it the least recently used one is
+        dropped with its memory (each request structure compiles one, so a client that varies
+        structures cannot grow the process without bound)."""
         self.robot = robot
         self.spheres = spheres
-        self.device = jax.devices(device)[0] if device else jax.devices()[0]
+        self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
         self.dense_samples = dense_samples
         self._collide = _Collision(robot, spheres)
-        self._programs: dict = {}
+        self.max_programs = max_programs
+        self.programs_built = 0  # programs created so far (each compiles on its first call)
+        self._programs: collections.OrderedDict[tuple, Callable] = collections.OrderedDict()
         self._world_cache: tuple[col.World, col.World] | None = None
         self._empty_world = col.World.empty()
         self._clearance_program = jax.jit(functools.partial(_clearances, robot, spheres))
@@ -540,27 +582,45 @@ class TrajectoryOptimizer:
 
     # -- compiled programs -------------------------------------------------------------------
 
-    def _program(self, structure: tuple, t_count: int, bandwidth: int):
+    @property
+    def compiled_programs(self) -> int:
+        """Number of compiled programs held (at most :attr:`max_programs`)."""
+        return len(self._programs)
+
+    def _program(self, structure: tuple, t_count: int, bandwidth: int) -> Callable:
         key = (structure, t_count, bandwidth)
-        program = self._programs.get(key)
-        if program is None:
-            with self._lock:
-                program = self._programs.get(key)
-                if program is None:
-                    # Velocity, acceleration, jerk by diagonals (3, bandwidth + 1, T): without
-                    # jerk (bandwidth 2) its weight is 0 and its third diagonal is not needed.
-                    bands = nls.smoothing_bands(t_count, (1, 2, 3))[:, : bandwidth + 1]
-                    smoothing = jnp.asarray(bands, self._dtype)
-                    fn = functools.partial(
-                        _solve_starts,
-                        self.robot,
-                        self._collide,
-                        smoothing,
-                        bandwidth,
-                        self.dense_samples,
-                    )
-                    program = self._programs[key] = jax.jit(fn)
-        return program
+        with self._lock:  # jax.jit only wraps here; tracing happens at the first call
+            program = self._programs.get(key)
+            if program is not None:
+                self._programs.move_to_end(key)
+                return program
+            # Velocity, acceleration, jerk by diagonals (3, bandwidth + 1, T): without jerk
+            # (bandwidth 2) its weight is 0 and its third diagonal is not needed.
+            bands = nls.smoothing_bands(t_count, (1, 2, 3))[:, : bandwidth + 1]
+            smoothing = jnp.asarray(bands, self._dtype)
+            fn = functools.partial(
+                _solve_starts, self.robot, self._collide, smoothing, bandwidth, self.dense_samples
+            )
+            program = self._programs[key] = jax.jit(fn)
+            self.programs_built += 1
+            while len(self._programs) > self.max_programs:
+                self._programs.popitem(last=False)
+            return program
+
+    def _checked(
+        self, world: col.World, padded: col.World, contacts: col.ContactRules, moving: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`col.checked_pairs` with the world's columns padded like ``padded`` (the
+        dummies count as checked: they are far away anyway)."""
+        if self.spheres is None:
+            return np.ones((0, padded.n_obstacles), bool), np.ones((0,), bool)
+        world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
+        parts, start = [], 0
+        for count, size in zip(world.counts, padded.counts):
+            part = world_ok[:, start : start + count]
+            parts.append(np.pad(part, ((0, 0), (0, size - count)), constant_values=True))
+            start += count
+        return np.concatenate(parts, axis=1), self_ok
 
     def _padded_world(self, world: col.World) -> col.World:
         """The world padded to its bucket, on the device in the robot's dtype. Kept for the
@@ -597,6 +657,7 @@ class TrajectoryOptimizer:
         vector_weights: np.ndarray | None = None,
         manipulability_link: str | None = None,
         initial_damping: float = 1e-3,
+        contacts: col.ContactRules = col.DEFAULT_CONTACTS,
     ) -> PlanResult | list[PlanResult]:
         """Optimises B initial paths (B, T, n) and returns the best one (``each``: a result
         per start, for batches of different problems).
@@ -616,6 +677,8 @@ class TrajectoryOptimizer:
         ``initial_damping``: the LM's Marquardt damping of its first step (relative to the
         diagonal). The default is nearly Gauss-Newton, right for start paths already near
         their targets (plans); a start path far from them needs more (see :func:`retarget`).
+        ``contacts``: which contacts are not collisions (:func:`col.checked_pairs`; links that
+        no free joint moves are not checked against the world by default).
         """
         clock = time.perf_counter()
         robot = self.robot
@@ -666,6 +729,7 @@ class TrajectoryOptimizer:
             vector_targets = np.zeros((t_count, 0, 3))
             vector_weights = np.zeros((t_count, 0))
         padded = self._padded_world(world)
+        world_checked, self_checked = self._checked(world, padded, contacts, free.any(0))
         problem = _Problem(
             objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
@@ -675,6 +739,8 @@ class TrajectoryOptimizer:
             upper=upper.astype(dt),
             free=np.asarray(free, dt),
             world=padded,
+            world_checked=world_checked,
+            self_checked=self_checked,
             max_iterations=np.asarray(max_iterations, np.int32),
             tolerances=np.asarray([position_tolerance, orientation_tolerance, early_stop], dt),
             vectors=np.asarray(vector_targets, dt).reshape(t_count, len(vectors), 3),
@@ -692,8 +758,20 @@ class TrajectoryOptimizer:
             starts.shape[0],
         )
         program = self._program(structure, t_count, bandwidth)
-        out = program(problem, starts.astype(dt))
-        paths, costs, iterations, pos, rot, min_world, min_self = (np.asarray(a) for a in out)
+        starts = starts.astype(dt)
+        mesh = devices.batch_mesh(self.device.platform) if count > 1 else None
+        if mesh is not None:  # several devices: each optimises its share of the starts
+            size = devices.padded_size(count, mesh)
+            per_start = devices.pad_rows((problem.lower, problem.upper, problem.objectives), size)
+            problem = dataclasses.replace(
+                problem, lower=per_start[0], upper=per_start[1], objectives=per_start[2]
+            )
+            starts = devices.pad_rows(starts, size)
+            program = devices.over_devices_cached(program, mesh, _batch_specs)
+        out = program(problem, starts)
+        paths, costs, iterations, pos, rot, min_world, min_self = (
+            np.asarray(a)[:count] for a in out
+        )
         if world.n_obstacles == 0:  # only the padding's far-away dummies
             min_world = np.full_like(min_world, np.inf)
         ok_goal = np.all(pos <= position_tolerance, -1) & np.all(rot <= orientation_tolerance, -1)
@@ -745,6 +823,8 @@ class TrajectoryOptimizer:
         active_joints: tuple[str, ...] | None = None,
         seed: int = 0,
         progress=None,
+        contacts: col.ContactRules = col.DEFAULT_CONTACTS,
+        sampling_budget: float = 1.0,
         **options,
     ) -> PlanResult:
         """Plans from ``start`` (n,) to a goal: IK objectives (reached at the last knot, the
@@ -765,6 +845,13 @@ class TrajectoryOptimizer:
             active_joints: joints that may move (default all); the others keep the start value.
             seed: of the random intermediate configurations (plans are deterministic).
             progress: optional callable taking a line of text per attempt (for a log).
+            contacts: contacts that are not collisions (:func:`col.checked_pairs`): by
+                default links no active joint moves (the base on its stand) are not checked
+                against the world. A start that collides otherwise is not planned from:
+                ``reason`` START_IN_COLLISION, the message names both sides.
+            sampling_budget: seconds for the global step (:mod:`pyroki_ros.sampling`:
+                RRT-Connect over the sphere model at a quarter of the margin) whose path is
+                the next start path once the first one fails (0: none). Not with waypoints.
             **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
         """
         clock = time.perf_counter()
@@ -791,6 +878,23 @@ class TrajectoryOptimizer:
                 raise ValueError("active_joints is empty: nothing may move")
             active = np.zeros(n, bool)
             active[[robot.joint_index(j) for j in active_joints]] = True
+
+        clearance, side_a, side_b = self.deepest_contact(start, world, contacts, active)
+        if clearance < 0:
+            return PlanResult(
+                path=start[None].repeat(max(int(num_steps), 2), 0),
+                success=False,
+                position_errors=np.full(0, np.inf),
+                orientation_errors=np.full(0, np.inf),
+                min_distance=clearance,
+                min_self_distance=clearance,
+                cost=math.inf,
+                iterations=0,
+                solve_seconds=time.perf_counter() - clock,
+                message=f"start is in collision: {side_a} and {side_b} overlap by "
+                f"{-clearance * 1e3:.1f} mm (allow the pair in contacts to plan anyway)",
+                reason=START_IN_COLLISION,
+            )
 
         joint_goal = isinstance(goal, np.ndarray) or (
             not isinstance(goal, obj.Objective)
@@ -825,9 +929,17 @@ class TrajectoryOptimizer:
             # Other IK solutions of the goal, for when the one found from the start sits in
             # the margin of an obstacle or on a joint limit, or its paths all fail.
             more_goals = functools.partial(
-                self._goal_configurations, goal_objectives, start, active_joints, world, margin, rng
+                self._goal_configurations,
+                goal_objectives,
+                start,
+                active_joints,
+                world,
+                margin,
+                rng,
+                contacts,
+                active,
             )
-            if not self._usable_goals(goal_q[None], world, margin)[0]:
+            if not self._usable_goals(goal_q[None], world, margin, contacts, active)[0]:
                 goals = more_goals() or goals
                 more_goals = None
 
@@ -858,7 +970,12 @@ class TrajectoryOptimizer:
         weights = options.pop("weights", Weights())
         options.setdefault("early_stop", EARLY_STOP)
         solve = functools.partial(
-            self.optimize, objectives=per_knot, world=world, weights=weights, **options
+            self.optimize,
+            objectives=per_knot,
+            world=world,
+            weights=weights,
+            contacts=contacts,
+            **options,
         )
 
         # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
@@ -880,6 +997,14 @@ class TrajectoryOptimizer:
                     for i in range(used, used + count)
                 ]
             )
+            if sampling_budget > 0 and not waypoints and (used > 0 or count > 1):
+                seeded, _ = sampling.global_path(
+                    self, start, goals, active, t_count, world=world, contacts=contacts,
+                    margin=margin / 4, budget=sampling_budget, seed=seed,
+                    goal_objectives=goal_objectives, active_joints=active_joints,
+                )  # fmt: skip
+                sampling_budget = 0.0  # once per plan
+                starts[-1] = starts[-1] if seeded is None else seeded
             used += count
             candidate = solve(starts, free=free)
             candidate = self._push_clear(candidate, solve, free, weights)
@@ -1030,7 +1155,14 @@ class TrajectoryOptimizer:
         via = np.where(active, np.clip(via, self._lower, self._upper), start)
         return start + first * (via - start) + second * (goal_q - via)
 
-    def _usable_goals(self, q: np.ndarray, world: col.World | None, margin: float) -> np.ndarray:
+    def _usable_goals(
+        self,
+        q: np.ndarray,
+        world: col.World | None,
+        margin: float,
+        contacts: col.ContactRules,
+        moving: np.ndarray,
+    ) -> np.ndarray:
         """(B,) bool for goal configurations q (B, n): at least ``margin`` clear of obstacles
         and itself, and every joint with a range wider than 0.5 (not a gripper) at least
         GOAL_LIMIT_SLACK from its limits (a knot on a limit can only slide along it: a goal
@@ -1040,12 +1172,45 @@ class TrajectoryOptimizer:
         ok = np.all((slack >= GOAL_LIMIT_SLACK) | ~wide, axis=-1)
         if self.spheres is None:
             return ok
-        padded = self._padded_world(self._empty_world if world is None else world)
-        clear = np.asarray(self._clearance_program(jnp.asarray(q, self._dtype), padded))
+        world = self._empty_world if world is None else world
+        padded = self._padded_world(world)
+        checked = self._checked(world, padded, contacts, moving)
+        clear = np.asarray(self._clearance_program(jnp.asarray(q, self._dtype), padded, *checked))
         return ok & (clear >= margin)
 
+    def deepest_contact(
+        self,
+        q: np.ndarray,
+        world: col.World | None = None,
+        contacts: col.ContactRules = col.DEFAULT_CONTACTS,
+        moving: np.ndarray | None = None,
+    ) -> tuple[float, str, str]:
+        """The smallest checked clearance of configuration ``q`` (n,) (m, < 0: penetration)
+        and what it is between: (distance, link, obstacle name or other link); (inf, "", "")
+        when nothing is checked. Uses the rule of :func:`col.checked_pairs`, as planning does.
+        """
+        if self.spheres is None:
+            return math.inf, "", ""
+        world = self._empty_world if world is None else world
+        moving = np.ones(self.robot.n_joints, bool) if moving is None else moving
+        world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
+        centers = col.sphere_centers(self.robot, self.spheres, jnp.asarray(q, self._dtype))
+        radii = self.spheres.radii
+        best = (math.inf, "", "")
+        if world.n_obstacles:
+            d = np.asarray(col.world_distances(centers, radii, world, world_ok), np.float64)
+            s_i, o_i = np.unravel_index(np.argmin(d), d.shape)
+            best = (float(d[s_i, o_i]), self.spheres.link_names[s_i], world.name(int(o_i)))
+        if self.spheres.n_pairs:
+            d = np.asarray(col.self_distances(centers, radii, self.spheres, self_ok), np.float64)
+            i = int(np.argmin(d))
+            if d[i] < best[0]:
+                a, b = np.asarray(self.spheres.self_pairs)[i]
+                best = (float(d[i]), self.spheres.link_names[a], self.spheres.link_names[b])
+        return best
+
     def _goal_configurations(
-        self, goal_objectives, start, active_joints, world, margin, rng
+        self, goal_objectives, start, active_joints, world, margin, rng, contacts, moving
     ) -> list[np.ndarray]:
         """Up to GOAL_CANDIDATES distinct usable IK solutions of the goal (see
         :meth:`_usable_goals`), nearest to the start first: one batched IK solve from the
@@ -1062,7 +1227,7 @@ class TrajectoryOptimizer:
         q = np.asarray(ik.q, np.float64)[np.asarray(ik.success)]
         if len(q) == 0:
             return []
-        usable = self._usable_goals(q, world, margin)
+        usable = self._usable_goals(q, world, margin, contacts, moving)
         q = q[usable]
         q = q[np.argsort(np.linalg.norm(q - start, axis=-1))]
         return _merge_goals([], list(q))[:GOAL_CANDIDATES]
@@ -1138,14 +1303,21 @@ def _merge_goals(goals: list[np.ndarray], more: list[np.ndarray]) -> list[np.nda
     return kept
 
 
-def _clearances(robot: Robot, spheres: col.RobotSpheres, q: jax.Array, world: col.World):
-    """(B,) smallest clearance of configurations q (B, n) to the world and between self
-    pairs."""
+def _clearances(
+    robot: Robot,
+    spheres: col.RobotSpheres,
+    q: jax.Array,
+    world: col.World,
+    world_checked: jax.Array,
+    self_checked: jax.Array,
+):
+    """(B,) smallest checked clearance of configurations q (B, n) to the world and between
+    self pairs (``*_checked`` from :func:`col.checked_pairs`)."""
     centers = col.sphere_centers(robot, spheres, q)
-    d = col.world_distances(centers, spheres.radii, world)
+    d = col.world_distances(centers, spheres.radii, world, world_checked)
     smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
     if spheres.n_pairs:
-        pairs = col.self_distances(centers, spheres.radii, spheres)
+        pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)
         smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))
     return smallest
 
@@ -1234,6 +1406,10 @@ RETARGET_DAMPING = 1.0
 # reached within the first restarts; towards unreachable ones the IK would spend its whole
 # default budget (1000) on an answer that is not used (see _retarget_start).
 RETARGET_START_ITERATIONS = 150
+# Iterations between two checks of a retargeting budget: each check restarts the LM from the
+# path so far (after the first chunk with optimize's default damping: the path follows the
+# motion by then).
+RETARGET_CHUNK = 5
 
 
 def _retarget_start(
@@ -1284,6 +1460,7 @@ def retarget(
     max_iterations: int = 100,
     vector_pairs: tuple[tuple[int, int], ...] = (),
     vector_weight: float = 1.0,
+    timeout: float = 0.0,
 ) -> tuple[PlanResult, np.ndarray]:
     """Follows keypoints with links: link ``links[k]`` towards ``scale * keypoints[t, k]``
     at step t, with smooth joint motion, limits that hold and (with ``world`` and the
@@ -1306,10 +1483,15 @@ def retarget(
         vector_pairs: (i, j) index pairs into ``links``: p(links[j]) - p(links[i]) follows
             scale * (keypoints[t, j] - keypoints[t, i]).
         vector_weight: weight of each vector term.
+        timeout: wall-clock budget (s, 0 = none), checked every RETARGET_CHUNK iterations:
+            when the next chunk would end past it, the path so far comes back with ``reason``
+            TIMED_OUT. Compiling the program of a new motion length (its first use) is not
+            counted.
 
     Returns:
         (the PlanResult over the T steps, per-step RMS keypoint error (T,) m).
     """
+    clock = budget_start = time.perf_counter()
     robot = planner.robot
     n = robot.n_joints
     keypoints = np.asarray(keypoints, np.float64)
@@ -1383,9 +1565,9 @@ def retarget(
     vector_targets = (
         np.stack([targets[:, j] - targets[:, i] for i, j in pairs], 1) if pairs else None
     )
-    result = planner.optimize(
-        starts,
-        per_link,
+    solve = functools.partial(
+        planner.optimize,
+        objectives=per_link,
         vectors=tuple((links[i], links[j]) for i, j in pairs),
         vector_targets=vector_targets,
         vector_weights=np.broadcast_to(on * weights.goal * vector_weight, (t_count, len(pairs)))
@@ -1394,11 +1576,40 @@ def retarget(
         world=world,
         free=free,
         weights=weights,
-        max_iterations=max_iterations,
         position_tolerance=np.inf,
         orientation_tolerance=np.inf,
-        initial_damping=RETARGET_DAMPING,
     )
+    if timeout <= 0:
+        result = solve(starts, max_iterations=max_iterations, initial_damping=RETARGET_DAMPING)
+    else:  # the same solve in chunks of iterations, the budget checked between them
+        iterations, result = 0, None
+        while iterations < max_iterations:
+            chunk = min(RETARGET_CHUNK, max_iterations - iterations)
+            chunk_start = time.perf_counter()
+            if result is None:
+                built = planner.programs_built
+                result = solve(starts, max_iterations=chunk, initial_damping=RETARGET_DAMPING)
+                if planner.programs_built > built:  # a compile cannot be cut short: not counted
+                    budget_start = chunk_start = time.perf_counter()
+            else:  # near the motion now: nearly Gauss-Newton steps, as for plans
+                result = solve(result.path[None], max_iterations=chunk)
+            iterations += result.iterations
+            if result.iterations < chunk:  # converged
+                break
+            now = time.perf_counter()
+            # Stop when the next chunk, as long as this one, would end past the budget.
+            if now - budget_start + (now - chunk_start) > timeout:
+                result = dataclasses.replace(
+                    result,
+                    success=False,
+                    message=f"the {timeout:.3g} s budget ran out after {iterations} iterations "
+                    "(the path so far is returned)",
+                    reason=TIMED_OUT,
+                )
+                break
+        result = dataclasses.replace(
+            result, iterations=iterations, solve_seconds=time.perf_counter() - clock
+        )
     frames = np.asarray(_link_poses(robot, result.path[:t_real].astype(planner._dtype)))
     idx = [robot.link_index(link) for link in links]
     errors = np.linalg.norm(frames[:, idx, 4:] - targets[:t_real], axis=-1)

@@ -40,11 +40,11 @@ class Spec:
 
     @property
     def constrains_position(self) -> bool:
-        return self.kind != "orientation"
+        return self.kind not in ("orientation", "axis")
 
     @property
     def constrains_orientation(self) -> bool:
-        return self.kind in ("pose", "orientation", "hinge") or self.align
+        return self.kind in ("pose", "orientation", "hinge", "axis") or self.align
 
     # --- targets ----------------------------------------------------------------------
 
@@ -78,6 +78,8 @@ class Spec:
             return O.position(self.link, t["pose"][..., 4:], reference=ref, weight=wp)
         if kind == "orientation":
             return O.orientation(self.link, t["pose"][..., :4], reference=ref, weight=wr)
+        if kind == "axis":
+            return O.axis(self.link, self.local_axis, t["axis"], reference=ref, weight=wr)
         if kind == "hinge":
             return O.hinge(
                 self.link,
@@ -129,7 +131,7 @@ class Spec:
             rot_err = np.arctan2(
                 np.linalg.norm(vee, axis=-1), 0.5 * (np.trace(rel, axis1=-2, axis2=-1) - 1.0)
             )
-        elif kind == "hinge" or self.align:
+        elif kind in ("hinge", "axis") or self.align:
             rot_err = angle_between(axis, t["axis"])
         else:
             rot_err = zero
@@ -155,7 +157,7 @@ class Spec:
             out.append((1, "exact"))
         if self.kind in ("pose", "orientation"):
             out.append((3, "rotation"))
-        elif self.kind == "hinge" or self.align:
+        elif self.kind in ("hinge", "axis") or self.align:
             out.append((3, "exact"))
         return out
 
@@ -182,7 +184,7 @@ class Spec:
             rel = rot @ np.swapaxes(target_rot, -1, -2)
             flat = rel.reshape(-1, 3, 3)
             rows.append(wr * np.stack([so3_log(m) for m in flat]).reshape(*rel.shape[:-2], 3))
-        elif kind == "hinge" or self.align:
+        elif kind in ("hinge", "axis") or self.align:
             rows.append(wr * (axis - t["axis"]))
         return np.concatenate(rows, -1)
 

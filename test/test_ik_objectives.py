@@ -35,6 +35,8 @@ PANDA_CASES = {
     "position": [Spec("position", "panda_hand", weights=(0.8, 0.0))],
     "orientation": [Spec("orientation", "panda_hand", weights=(0.0, 1.3))],
     "hinge": [Spec("hinge", "panda_hand", local_point=LP, local_axis=LA, weights=(1.0, 0.5))],
+    "axis": [Spec("axis", "panda_hand", local_axis=LA, weights=(0.0, 1.2))],
+    "relative_axis": [Spec("axis", "panda_hand", reference="panda_link2", local_axis=LA)],
     "plane": [Spec("plane", "panda_hand", local_point=LP, set_axis=N)],
     "plane_axis": [
         Spec(

@@ -242,3 +242,57 @@ def test_config_files_match_the_declared_parameters(robot):
             assert low <= value <= high, name
     links = set(ref.parse_urdf(urdf_path(robot)).links)
     assert values["base_frame"] in links and values["tip_link"] in links
+
+
+def test_compiled_ik_programs_are_bounded_and_an_evicted_one_solves_again():
+    """Each objective structure compiles a program; past ``max_programs`` the least recently
+    used goes (memory stays bounded whatever structures clients send), and a request for it
+    compiles it again and is answered right (reference FK)."""
+    from pyroki_ros import objectives as O
+    from pyroki_ros.robots import urdf_path
+    from pyroki_ros.ros.model import LoadedModel
+
+    urdf = urdf_path("panda").read_text()
+    model, reference = LoadedModel(urdf, max_programs=2), ref.parse_urdf(urdf)
+    q_goal = np.array([0.3, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5, 0.01])
+    seed = q_goal + 0.1
+    frames = ref.reference_fk(reference, q_goal, model.joint_names)
+
+    def problem(link):
+        return [O.position(link, frames[link][:3, 3])]
+
+    def solve(link):
+        outcome = model.solve(problem(link), seed)
+        assert outcome.success, outcome.message
+        reached = ref.reference_fk(reference, np.asarray(outcome.q, np.float64), model.joint_names)
+        assert np.linalg.norm(reached[link][:3, 3] - frames[link][:3, 3]) < 1.1e-3
+
+    links = ["panda_link5", "panda_link7", "panda_hand"]
+    for link in links:
+        solve(link)
+    assert not model.is_compiled(problem(links[0]), seed)  # least recently used: dropped
+    assert all(model.is_compiled(problem(link), seed) for link in links[1:])
+    solve(links[0])
+    assert model.is_compiled(problem(links[0]), seed)
+    assert not model.is_compiled(problem(links[1]), seed)
+
+
+def test_fixed_frame_table_reads_ros_order_and_refuses_malformed_entries():
+    table = C.fixed_frame_table(
+        "world panda_link0 1 2 3 0 0 0 1;  cam panda_hand 0 0 0.1 0 0 1 0 ;"
+    )
+    assert set(table) == {"world", "cam"}
+    parent, pose = table["cam"]
+    assert parent == "panda_hand"
+    np.testing.assert_allclose(pose, [0, 0, 0, 1, 0, 0, 0.1])  # xyzw (0, 0, 1, 0) -> wxyz
+    np.testing.assert_allclose(table["world"][1], [1, 0, 0, 0, 1, 2, 3])
+    assert C.fixed_frame_table("") == {}
+    for bad in (
+        "world panda_link0 0 0 0",
+        "world panda_link0 0 0 0 0 0 0 x",
+        "world panda_link0 0 0 nan 0 0 0 1",
+        "world panda_link0 0 0 0 0 0 0 0",
+        "a b 0 0 0 0 0 0 1; a b 0 0 0 0 0 0 1",
+    ):
+        with pytest.raises(ValueError, match="fixed_frames"):
+            C.fixed_frame_table(bad)

@@ -1,10 +1,13 @@
 """``pyroki-ros demo`` (the README's one command) runs to the end by itself, exits 0, prints
-every step, and leaves no node process behind."""
+every step, and leaves no node process behind. With viser installed it runs with ``--view``
+(every step also drawn in the web viewer, which must not fail any step)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +29,13 @@ def test_demo_runs_end_to_end(tmp_path, tmp_path_factory):
         env.pop(key, None)  # the demo picks (and reserves) its own domain
     env["TMPDIR"] = str(tmp_path)  # its log folder
     env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "jax_cache")
+    view = []
+    if importlib.util.find_spec("viser") is not None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            view = ["--view", "--view-seconds", "0", "--port", str(s.getsockname()[1])]
     proc = subprocess.run(
-        _command() + ["demo"],
+        _command() + ["demo", *view],
         env=env,
         capture_output=True,
         text=True,
@@ -54,3 +62,5 @@ def test_demo_runs_end_to_end(tmp_path, tmp_path_factory):
     pid = re.search(r"\(pid (\d+)\)", out)
     assert pid and not Path(f"/proc/{pid.group(1)}").exists(), "node process left running"
     assert "node stopped (exit code 0)" in out, out
+    if view:
+        assert f"viewer: http://127.0.0.1:{view[-1]}" in out, out

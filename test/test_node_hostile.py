@@ -152,10 +152,47 @@ def test_huge_joint_state_names_are_refused_fast_and_stall_nobody(node):
 
 
 def test_too_many_objectives_refused_at_once(node):
-    request = SolveIK.Request(objectives=[hand_objective()] * 2000)
+    request = SolveIK.Request(objectives=[hand_objective()] * 17)  # max_objectives 16
     response, seconds = timed_call(node, SolveIK, "solve_ik", request)
     assert response.error_code.val == ErrorCode.REQUEST_TOO_LARGE
     assert "max_objectives" in response.message and seconds < 2.0
+    assert_serving(node)
+
+
+OVER_THE_INTERFACE_BOUNDS = {
+    "objectives": lambda: SolveIK.Request(objectives=[IKObjective()] * 65),
+    "obstacles": lambda: PlanTrajectory.Request(
+        obstacles=[SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.1])] * 4097
+    ),
+    "batch targets": lambda: SolveIKBatch.Request(targets=[PoseStamped()] * 16385),
+}
+
+
+@pytest.mark.parametrize(
+    "make_request", OVER_THE_INTERFACE_BOUNDS.values(), ids=list(OVER_THE_INTERFACE_BOUNDS)
+)
+def test_the_interfaces_bound_nested_sequences_on_the_client_side(make_request):
+    """Past an interface's bound a standard client cannot serialise the request at all: the
+    error is on its side, at once, and the node never spends time deserialising it."""
+    from rclpy.serialization import serialize_message
+
+    start = time.perf_counter()
+    with pytest.raises(Exception, match="Failed to serialize"):
+        serialize_message(make_request())
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_request_the_node_cannot_deserialise_is_dropped_and_the_node_serves_on(node):
+    """A bound inside a sequence's elements (points per retarget step): rclpy's serialiser
+    only prints "array size exceeds upper bound" and sends bytes the node cannot deserialise,
+    as a raw client could on purpose. The node drops them and keeps serving."""
+    step = Keypoints(points=[Point(x=0.4, z=0.5)] * 65)
+    request = RetargetMotion.Request(link_names=["panda_hand"], steps=[step] * 2, dt=0.1)
+    try:
+        response = node.call(RetargetMotion, "retarget_motion", request, timeout=2.0)
+    except Exception:  # noqa: BLE001 -- no answer to a message that never arrived whole
+        response = None
+    assert response is None or response.error_code.val != ErrorCode.SUCCESS
     assert_serving(node)
 
 

@@ -20,11 +20,12 @@ pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import collision_reference
 import plan_check as check
 from geometry_msgs.msg import Point, Pose, PoseStamped
 from node_helpers import pose_stamped, publish_robot, start_node
-from pyroki_ros.msg import ErrorCode, IKObjective, Keypoints
-from pyroki_ros.srv import PlanTrajectory, RetargetMotion
+from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective, Keypoints
+from pyroki_ros.srv import ApplyPlanningScene, PlanTrajectory, RetargetMotion
 from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
 from sensor_msgs.msg import JointState
 from shape_msgs.msg import Plane, SolidPrimitive
@@ -171,6 +172,128 @@ def test_joint_goal_plan_with_defaults_starts_at_joint_states(node):
     np.testing.assert_allclose(q[-1], goal, atol=1e-6)
     assert not response.executed
     assert math.isinf(response.min_obstacle_distance)
+
+
+def test_a_robot_on_its_stand_plans_and_contacts_follow_the_request(node):
+    """The stand under panda_link0 (a box whose top is the base's floor) does not count: the
+    base cannot move. Asked to check fixed links, the start is refused naming both; a start
+    whose hand is inside a named box is refused unless that contact is allowed."""
+    goal = STATE + np.array([0.5, 0.3, -0.2, 0.4, 0.2, -0.3, 0.2, 0.0])
+    stand = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.4, 0.4, 0.2])
+    stand_pose = pose_stamped(make_transform(np.eye(3), [0.0, 0.0, -0.1]))
+    request = PlanTrajectory.Request(
+        start_state=joint_state(STATE),
+        goal_state=joint_state(goal),
+        num_steps=20,
+        obstacles=[stand],
+        obstacle_poses=[stand_pose],
+        obstacle_names=["robot_stand"],
+    )
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert response.success, response.message
+    q = np.array([p.positions for p in response.trajectory.points])
+    model = check.SphereModel(RobotSpheres.embedded("panda", Robot.from_urdf(urdf_path("panda"))))
+    box = {"box_poses": [[1.0, 0, 0, 0, 0, 0, -0.1]], "box_half_extents": [[0.2, 0.2, 0.1]]}
+    arm = [i for i, link in enumerate(model.links) if link != "panda_link0"]
+    for config in check.dense(q, 5):  # independent: every sphere but the base's is clear
+        c = collision_reference.sphere_centers(model.urdf, model.links, model.centers, config)
+        assert collision_reference.world_distances(c[arm], model.radii[arm], box).min() >= 0
+
+    request.check_fixed_links = True
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert response.error_code.val == ErrorCode.START_IN_COLLISION, response.message
+    assert "panda_link0" in response.message and "robot_stand" in response.message
+
+    hand = check.link_pose(STATE, "panda_hand")
+    held = SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.03])
+    held_pose = pose_stamped(make_transform(np.eye(3), hand[:3, :3] @ [0, 0, 0.1] + hand[:3, 3]))
+    request = PlanTrajectory.Request(
+        start_state=joint_state(STATE),
+        goal_state=joint_state(goal),
+        num_steps=20,
+        obstacles=[stand, held],
+        obstacle_poses=[stand_pose, held_pose],
+        obstacle_names=["robot_stand", "held_ball"],
+    )
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert response.error_code.val == ErrorCode.START_IN_COLLISION, response.message
+    assert "held_ball" in response.message
+    fingers = ["panda_hand", "panda_leftfinger", "panda_rightfinger"]
+    request.allowed_contact_links = fingers
+    request.allowed_contact_others = ["held_ball"] * 3
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert response.success, response.message
+    request.allowed_contact_others = ["no_such_thing"] * 3
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert response.error_code.val == ErrorCode.INVALID_REQUEST
+    assert "no_such_thing" in response.message
+
+
+def test_the_planning_scene_is_kept_applied_all_or_none_and_used_by_plans(node):
+    goal = STATE + np.array([0.5, 0.3, -0.2, 0.4, 0.2, -0.3, 0.2, 0.0])
+    hand = check.link_pose(STATE, "panda_hand")
+    box = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1])
+    add = CollisionObject(id="crate", primitive=box, operation=CollisionObject.ADD)
+    add.pose = pose_stamped(hand).pose  # around the hand: the start collides with it
+    response = node.call(
+        ApplyPlanningScene, "apply_planning_scene", ApplyPlanningScene.Request(objects=[add])
+    )
+    assert response.success and list(response.object_ids) == ["crate"], response.message
+
+    plan = PlanTrajectory.Request(
+        start_state=joint_state(STATE), goal_state=joint_state(goal), num_steps=20
+    )
+    response = node.call(PlanTrajectory, "plan_trajectory", plan, timeout=300.0)
+    assert response.error_code.val == ErrorCode.START_IN_COLLISION, response.message
+    assert "crate" in response.message
+
+    # All or none: a good move and a bad one (unknown id) change nothing.
+    away = CollisionObject(id="crate", operation=CollisionObject.MOVE)
+    away.pose = pose_stamped(make_transform(np.eye(3), [0.0, -0.6, 0.3])).pose
+    ghost = CollisionObject(id="ghost", operation=CollisionObject.MOVE)
+    response = node.call(
+        ApplyPlanningScene,
+        "apply_planning_scene",
+        ApplyPlanningScene.Request(objects=[away, ghost]),
+    )
+    assert response.error_code.val == ErrorCode.INVALID_REQUEST and "ghost" in response.message
+    assert list(response.object_ids) == ["crate"]
+    response = node.call(PlanTrajectory, "plan_trajectory", plan, timeout=300.0)
+    assert response.error_code.val == ErrorCode.START_IN_COLLISION
+
+    # The move alone, sent on the topic; a second object too.
+    publisher = node.session.node.create_publisher(
+        CollisionObject, "/pyroki_ros_node/collision_objects", 10
+    )
+    ball = CollisionObject(id="ball", operation=CollisionObject.ADD)
+    ball.primitive = SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.05])
+    ball.pose = pose_stamped(make_transform(np.eye(3), [0.5, 0.5, 0.9])).pose
+    deadline = time.monotonic() + 30
+    while True:
+        publisher.publish(away)
+        publisher.publish(ball)
+        time.sleep(0.5)
+        response = node.call(
+            ApplyPlanningScene, "apply_planning_scene", ApplyPlanningScene.Request()
+        )
+        if list(response.object_ids) == ["ball", "crate"] or time.monotonic() > deadline:
+            break
+    assert list(response.object_ids) == ["ball", "crate"]
+    response = node.call(PlanTrajectory, "plan_trajectory", plan, timeout=300.0)
+    assert response.success, response.message
+    q = np.array([p.positions for p in response.trajectory.points])
+    crate = {"box_poses": [[1.0, 0, 0, 0, 0.0, -0.6, 0.3]], "box_half_extents": [[0.05] * 3]}
+    model = check.SphereModel(RobotSpheres.embedded("panda", Robot.from_urdf(urdf_path("panda"))))
+    for config in check.dense(q, 5):  # independent: clear of the moved crate
+        c = collision_reference.sphere_centers(model.urdf, model.links, model.centers, config)
+        assert collision_reference.world_distances(c, model.radii, crate).min() >= 0
+
+    clear = CollisionObject(id="", operation=CollisionObject.REMOVE)
+    response = node.call(
+        ApplyPlanningScene, "apply_planning_scene", ApplyPlanningScene.Request(objects=[clear])
+    )
+    assert response.success and list(response.object_ids) == []
+    node.session.node.destroy_publisher(publisher)
 
 
 def test_retarget_motion_follows_keypoints(node):

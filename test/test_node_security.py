@@ -284,7 +284,14 @@ def test_policy_grants_exactly_the_running_nodes_interfaces(tmp_path_factory):
 
 def test_the_client_enclave_may_call_but_not_reconfigure():
     client = policy_grants(CLIENT_ENCLAVE)["pyroki_ros_client"]
-    ours = {"solve_ik", "compute_fk", "solve_ik_batch", "plan_trajectory", "retarget_motion"}
+    ours = {
+        "solve_ik",
+        "compute_fk",
+        "solve_ik_batch",
+        "plan_trajectory",
+        "retarget_motion",
+        "apply_planning_scene",
+    }
     assert client["request"] == {f"/{NODE}/{name}" for name in ours}
     assert client["publish"] >= {f"/{NODE}/goal_pose", f"/{NODE}/goal"}
     assert not client.get("subscribe")  # e.g. no robot_description

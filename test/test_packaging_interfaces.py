@@ -125,7 +125,10 @@ def test_batch_fk_plan_retarget_fields():
         "position_tolerance",
         "orientation_tolerance",
     } <= set(_fields(psrv.SolveIKBatch.Request))
-    assert _fields(psrv.SolveIKBatch.Request)["targets"] == "sequence<geometry_msgs/PoseStamped>"
+    assert (
+        _fields(psrv.SolveIKBatch.Request)["targets"]
+        == "sequence<geometry_msgs/PoseStamped, 16384>"
+    )
     assert {
         "solutions",
         "success",
@@ -150,8 +153,8 @@ def test_batch_fk_plan_retarget_fields():
     }
 
     plan = _fields(psrv.PlanTrajectory.Request)
-    assert plan["obstacles"] == "sequence<shape_msgs/SolidPrimitive>"
-    assert plan["goal_objectives"] == "sequence<pyroki_ros/IKObjective>"
+    assert plan["obstacles"] == "sequence<shape_msgs/SolidPrimitive, 4096>"
+    assert plan["goal_objectives"] == "sequence<pyroki_ros/IKObjective, 64>"
     assert {
         "start_state",
         "goal_state",
@@ -178,7 +181,7 @@ def test_batch_fk_plan_retarget_fields():
 
     rt = psrv.RetargetMotion.Request()
     assert rt.scale == 1.0
-    assert _fields(psrv.RetargetMotion.Request)["steps"] == "sequence<pyroki_ros/Keypoints>"
+    assert _fields(psrv.RetargetMotion.Request)["steps"] == "sequence<pyroki_ros/Keypoints, 16384>"
     assert rt.vector_weight == 0.0  # 0 = the default weight 1.0
     assert {
         "vector_from_links": "sequence<string>",

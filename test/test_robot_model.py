@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,9 @@ import numpy as np
 import pytest
 
 from pyroki_ros import Robot, URDFError, forward_kinematics, link_jacobian
+from pyroki_ros.robots import urdf_path
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 # --------------------------------------------------------------------------------------------
 # A tree with several branches and every supported joint type. Links are declared in a
@@ -514,3 +518,24 @@ def test_subtree_places_its_links_like_the_reference_fk(robot_name, links):
             np.testing.assert_allclose(
                 quat_wxyz_to_matrix(pose[:4]), expected[link][:3, :3], atol=2e-6
             )
+
+
+@pytest.mark.parametrize("robot_name,link", [("panda", "panda_hand"), ("ur5", "tool0")])
+def test_reach_ball_holds_every_sampled_configuration_and_is_not_loose(robot_name, link):
+    """Robot.reach against the independent reference FK at random configurations: the link
+    origin never leaves the ball, and the farthest sample comes within 30 % of its radius."""
+    import reference_fk as ref
+
+    urdf_text = urdf_path(robot_name).read_text()
+    model = ref.parse_urdf(urdf_text)
+    robot = Robot.from_urdf(urdf_text)
+    center, radius = robot.reach(link)
+    lower, upper = (np.asarray(x) for x in ref.actuated_joint_limits(model))
+    names = ref.actuated_joint_names(model)
+    rng = np.random.default_rng(3)
+    distances = [
+        np.linalg.norm(ref.reference_fk(model, q, names)[link][:3, 3] - center)
+        for q in rng.uniform(lower, upper, (300, len(names)))
+    ]
+    assert max(distances) <= radius + 1e-6
+    assert max(distances) >= 0.7 * radius

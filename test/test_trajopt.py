@@ -23,7 +23,13 @@ from pyroki_ros import Robot, nls, scenes, timing
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import TrajectoryOptimizer, _retarget_start, retarget
+from pyroki_ros.trajopt import (
+    RETARGET_CHUNK,
+    TIMED_OUT,
+    TrajectoryOptimizer,
+    _retarget_start,
+    retarget,
+)
 
 STEPS = 64
 
@@ -199,7 +205,11 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
         spheres = RobotSpheres.embedded("panda", robot)
         padded = World.create(**obstacles, dtype=jnp.float64).padded(WORLD_BUCKETS)
         collide = _Collision(robot, spheres)
-        rows = jax.jit(lambda q_t: collide.rows_t(q_t, padded, margin, 1.0, 1.0))
+        everything = (  # every pair checked, as in the reference
+            jnp.ones((spheres.n_spheres, padded.n_obstacles), bool),
+            jnp.ones((spheres.n_pairs,), bool),
+        )
+        rows = jax.jit(lambda q_t: collide.rows_t(q_t, padded, everything, margin, 1.0, 1.0))
         qs = np.asarray(robot.random_configurations(jax.random.PRNGKey(5), (4,)), np.float64)
         r, jac, clearance = (np.asarray(a) for a in rows(jnp.asarray(qs.T)))
         h = 1e-6
@@ -212,7 +222,7 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
         ]
 
     model = check.SphereModel(spheres)
-    first, second, pad = self_pair_groups(spheres.self_pairs, spheres.link_indices)
+    first, second, pad, _ = self_pair_groups(spheres.self_pairs, spheres.link_indices)
     grouped = [(i, j) for i, j, p in zip(first.ravel(), second.ravel(), pad.ravel()) if p == 0]
     assert sorted(grouped) == sorted(map(tuple, model.pairs))  # every pair exactly once
 
@@ -342,6 +352,27 @@ def test_retargeting_follows_a_synthetic_keypoint_path(panda):
     assert (
         np.abs(np.diff(plan.path, axis=0)).max() < 2 * np.abs(np.diff(joints, axis=0)).max() + 0.01
     )
+
+
+def test_retargeting_within_a_budget_stops_in_time_or_matches_the_unbudgeted_path(panda):
+    """The budget is checked between chunks of iterations: a generous one gives a path as good
+    as the unbudgeted solve (reference FK), a tiny one stops after the first chunk with
+    TIMED_OUT and success false."""
+    _robot, _spheres, planner, _model = panda
+    q0 = np.array([0, -0.3, 0, -2.0, 0, 1.8, 0.8, 0.02])
+    q1 = np.array([1.0, 0.3, 0.2, -1.5, 0.3, 1.5, 0.2, 0.02])
+    joints = _smooth_path(q0, q1, 40)
+    links = ("panda_link4", "panda_hand")
+    keypoints = _link_positions(joints, links)
+    plan, errors = retarget(planner, links, keypoints, seed=q0, timeout=600.0)
+    assert plan.success and plan.reason == "", plan.message
+    reached = np.array([[check.link_pose(q, link)[:3, 3] for link in links] for q in plan.path])
+    assert np.linalg.norm(reached - keypoints, axis=-1).max() < 3e-3
+    assert errors.max() < 3e-3
+
+    cut, _ = retarget(planner, links, keypoints, seed=q0, timeout=1e-6)
+    assert cut.reason == TIMED_OUT and not cut.success and "budget" in cut.message
+    assert cut.iterations == RETARGET_CHUNK and cut.path.shape == plan.path.shape
 
 
 # --- time parameterisation --------------------------------------------------------------------
@@ -602,3 +633,25 @@ def test_manipulability_cost_keeps_the_path_away_from_a_singularity(panda):
     after = np.mean([_manipulability(q) for q in careful.path[inner]])
     assert after > 1.2 * before, (before, after)
     np.testing.assert_allclose(careful.path[[0, -1]], plain.path[[0, -1]])
+
+
+def test_compiled_programs_are_bounded_and_an_evicted_one_plans_the_same_again():
+    """A client varying the problem structure cannot grow the planner without bound: past
+    ``max_programs`` the least recently used program goes, and planning that structure again
+    (recompiled) gives the same path."""
+    robot = Robot.from_urdf(urdf_path("panda"))
+    planner = TrajectoryOptimizer(robot, max_programs=2)
+    start = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.7, 0.02])
+    goal = start + np.array([0.3, 0.2, -0.2, 0.3, 0.1, -0.2, 0.2, 0.0])
+
+    def plan(steps: int) -> np.ndarray:
+        result = planner.plan(start, goal, num_steps=steps, num_starts=1)
+        assert result.success, result.message
+        return np.asarray(result.path)
+
+    first = plan(8)
+    for steps in (12, 16):  # two more structures (knot counts)
+        plan(steps)
+        assert planner.compiled_programs <= 2
+    np.testing.assert_allclose(plan(8), first, atol=1e-6)
+    assert planner.compiled_programs <= 2

@@ -9,6 +9,8 @@
 * :mod:`pyroki_ros.ros.harness` -- starting the node as a subprocess in its own DDS domain
   (used by ``pyroki-ros demo`` and the end-to-end tests).
 * :mod:`pyroki_ros.ros.demo` -- ``pyroki-ros demo``.
+* :mod:`pyroki_ros.ros.markers` -- the node's RViz markers (``~/markers``).
+* :mod:`pyroki_ros.ros.view` -- ``pyroki-ros view``: a running node in the web viewer.
 
 Importing this package needs rclpy and the generated interfaces (``./setup.sh``); the core
 (``pyroki_ros`` minus this subpackage) does not.

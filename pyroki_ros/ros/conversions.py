@@ -296,3 +296,28 @@ def joint_state(names: Iterable[str], q, stamp=None) -> JointState:
 def seconds_to_duration(seconds: float) -> Duration:
     nanoseconds = round(seconds * 1e9)
     return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
+def fixed_frame_table(text: str) -> dict[str, tuple[str, np.ndarray]]:
+    """The ``fixed_frames`` parameter: "name parent x y z qx qy qz qw; ..." (ROS order, the
+    frame's pose in its parent link's frame, m) -> {name: (parent, wxyz_xyz (7,))}.
+
+    Raises:
+        ValueError: a malformed entry, non-finite numbers, a zero quaternion, a name twice.
+    """
+    table: dict[str, tuple[str, np.ndarray]] = {}
+    for entry in filter(None, (e.strip() for e in text.split(";"))):
+        name, *fields = entry.split()
+        if len(fields) != 8:
+            raise ValueError(f"fixed_frames entry '{entry}' is not 'name parent x y z qx qy qz qw'")
+        try:
+            numbers = np.array([float(v) for v in fields[1:]])
+        except ValueError:
+            raise ValueError(f"fixed_frames entry '{entry}': a value is not a number") from None
+        quat = xyzw_to_wxyz(numbers[3:])
+        if not np.all(np.isfinite(numbers)) or np.linalg.norm(quat) < 1e-9:
+            raise ValueError(f"fixed_frames entry '{entry}': non-finite value or zero quaternion")
+        if name in table:
+            raise ValueError(f"fixed_frames names '{name}' twice")
+        table[name] = (fields[0], np.concatenate([quat / np.linalg.norm(quat), numbers[:3]]))
+    return table

@@ -68,8 +68,16 @@ class _Out:
         print(text, flush=True)
 
 
-def run(timeout: float = 150.0) -> int:
-    """Runs the demo; returns 0 on success, 1 if any step failed."""
+def run(
+    timeout: float = 150.0,
+    view: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    view_seconds: float = -1.0,
+) -> int:
+    """Runs the demo; returns 0 on success, 1 if any step failed. With ``view``, each step's
+    result is also shown in the web viewer at ``host``:``port``, which stays up afterwards
+    for ``view_seconds`` (< 0: until Ctrl+C)."""
     out = _Out()
     from .harness import NodeProcess, RosSession, repo_config, reserve_domain_id, ros_environment
 
@@ -99,13 +107,14 @@ def run(timeout: float = 150.0) -> int:
     out.line(
         f"ROS_DOMAIN_ID={domain_id}  ROS_AUTOMATIC_DISCOVERY_RANGE={discovery}  logs: {log_dir}"
     )
+    shown = _DemoView.start(host, port, out) if view else None
     node = NodeProcess(ros_args, env, log_dir / "node.log")
     out.line(f"node: {' '.join(node.command)}  (pid {node.pid})")
     failures: list[str] = []
     session = None
     try:
         session = RosSession("pyroki_ros_demo", domain_id)
-        _Demo(session, node, urdf, out, failures, timeout).run()
+        _Demo(session, node, urdf, out, failures, timeout, shown).run()
     except Exception as e:  # noqa: BLE001 -- report, clean up, non-zero exit
         failures.append(f"{type(e).__name__}: {e}")
     finally:
@@ -120,15 +129,25 @@ def run(timeout: float = 150.0) -> int:
         out.line("FAILED:\n  " + "\n  ".join(failures))
         tail = node.log().splitlines()[-15:]
         out.line("last node log lines:\n  " + "\n  ".join(tail))
-        return 1
+        return _DemoView.finish(shown, view_seconds, out, 1)
     out.line(f"demo finished in {out.elapsed():.1f} s")
-    return 0
+    return _DemoView.finish(shown, view_seconds, out, 0)
 
 
 class _Demo:
-    def __init__(self, session, node, urdf, out, failures, timeout):
+    def __init__(self, session, node, urdf, out, failures, timeout, view=None):
         self.s, self.node, self.urdf, self.out = session, node, urdf, out
         self.failures, self.timeout = failures, timeout
+        self.view = view
+
+    def show(self, what: str, *args) -> None:
+        """``_DemoView.<what>(*args)`` with --view; a drawing error is reported, not raised."""
+        if self.view is None:
+            return
+        try:
+            getattr(self.view, what)(*args)
+        except Exception as e:  # noqa: BLE001
+            self.failures.append(f"viewer ({what}): {e!r}")
 
     def check(self, ok: bool, what: str) -> None:
         if not ok:
@@ -234,6 +253,7 @@ class _Demo:
             self.out.line(f"  {name:15s} in {pose.header.frame_id}: {_pose(pose.pose)}")
         self.out.line(f"  round trip {_ms(rtt)}")
         self.hand = response.poses[0].pose
+        self.show("state", READY)
 
     def solve_pose(self) -> None:
         from pyroki_ros.msg import IKObjective
@@ -250,6 +270,7 @@ class _Demo:
         response, rtt = self.call(self.ik, SolveIK.Request(objectives=[objective]))
         self.report_ik(response, rtt)
         self.check(response.success, f"solve_ik (pose) failed: {response.message}")
+        self.show("goal", "solve_ik target", objective.target.pose, response.solution)
 
     def solve_hinge(self) -> None:
         from builtin_interfaces.msg import Duration
@@ -288,6 +309,7 @@ class _Demo:
         response, rtt = self.call(self.ik, request)
         self.report_ik(response, rtt)
         self.check(response.success, f"solve_ik (hinge + plane) failed: {response.message}")
+        self.show("hinge_plane", tcp.position, axis, elbow.position, response.solution)
         self.out.line(
             "  (a new objective structure: the first request compiles it, unless the "
             "compilation cache has it from an earlier run)"
@@ -385,6 +407,7 @@ class _Demo:
         time.sleep(1.0)  # let the node catch up with the last goal
         received = self.trajectories[first_index:]
         self.check(len(received) > 10, f"only {len(received)} trajectory messages received")
+        self.show("teleop", received)
         if not received:
             return
         t0, first = received[0]
@@ -485,6 +508,7 @@ class _Demo:
             time.sleep(0.05)
         published = len(self.trajectories) > before
         self.check(published, "the planned trajectory was not published")
+        self.show("plan", box, box_pose.pose, goal.target.pose, response.trajectory)
         if published:
             out.line(
                 "  executed: published on /joint_trajectory_controller/joint_trajectory "
@@ -517,6 +541,103 @@ class _Demo:
         self.out.line("  (this machine's load affects these numbers)")
 
 
+class _DemoView:
+    """``pyroki-ros demo --view``: each step's result in the web viewer (pyroki_ros/viewer.py),
+    in the Panda's root frame (panda_link0, the demo's base frame)."""
+
+    def __init__(self, viewer):
+        self.viewer = viewer
+
+    @classmethod
+    def start(cls, host: str, port: int, out: _Out) -> _DemoView:
+        from pyroki_ros import Robot
+        from pyroki_ros.collision import RobotSpheres
+        from pyroki_ros.robots import urdf_path
+        from pyroki_ros.viewer import Viewer
+
+        robot = Robot.from_urdf(urdf_path("panda"))
+        spheres = RobotSpheres.embedded("panda", robot)
+        viewer = Viewer(robot, spheres, urdf=urdf_path("panda"), host=host, port=port)
+        out.line(f"viewer: {viewer.url}  (open it in a browser: every step shows there)")
+        return cls(viewer)
+
+    @staticmethod
+    def finish(shown: _DemoView | None, seconds: float, out: _Out, code: int) -> int:
+        """Keeps the viewer up after the demo: ``seconds`` (< 0: until Ctrl+C)."""
+        if shown is None:
+            return code
+        url = shown.viewer.url
+        if seconds < 0:
+            out.line(f"viewer: {url} shows the results; Ctrl+C to quit")
+        try:
+            deadline = math.inf if seconds < 0 else time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            shown.viewer.close()
+        return code
+
+    def _q(self, names, positions) -> np.ndarray:
+        robot = self.viewer.robot
+        q = np.array([READY.get(n, 0.0) for n in robot.joint_names])
+        for name, value in zip(names, positions):
+            if name in robot.joint_names:
+                q[robot.joint_names.index(name)] = value
+        return q
+
+    def state(self, values: dict) -> None:
+        self.viewer.show_configuration(self._q(list(values), list(values.values())))
+
+    def goal(self, label: str, pose, solution) -> None:
+        self.viewer.show_goal(label, _wxyz_xyz(pose))
+        self.viewer.show_configuration(self._q(solution.name, solution.position))
+
+    def hinge_plane(self, tcp, axis, elbow, solution) -> None:
+        from pyroki_ros import objectives as O
+
+        q = self._q(solution.name, solution.position)
+        point, height = [tcp.x, tcp.y, tcp.z], [elbow.x, elbow.y, elbow.z]
+        self.viewer.show_objectives(
+            [
+                O.hinge("panda_hand_tcp", [0, 0, 0], [0, 0, 1], point, axis),
+                O.plane("panda_link4", [0, 0, 0], height, [0, 0, 1]),
+            ],
+            q,
+        )
+        self.viewer.show_configuration(q)
+
+    def teleop(self, received) -> None:
+        """The teleop outputs as a plan (times of arrival): the slider replays the circle."""
+        t0 = received[0][0]
+        path = [self._q(m.joint_names, m.points[0].positions) for _, m in received]
+        self.viewer.show_plan(np.stack(path), np.array([t - t0 for t, _ in received]), "panda_hand")
+
+    def plan(self, box, box_pose, goal_pose, trajectory) -> None:
+        from pyroki_ros.collision import World
+
+        half = np.asarray(box.dimensions, np.float64) / 2
+        world = World.create(
+            box_poses=[_wxyz_xyz(box_pose)], box_half_extents=[half], names=["box"]
+        )
+        self.viewer.show_world(world)
+        self.viewer.show_shapes("objectives", [])
+        self.viewer.show_goal("plan goal", _wxyz_xyz(goal_pose))
+        names = trajectory.joint_names
+        path = np.stack([self._q(names, p.positions) for p in trajectory.points])
+        times = [
+            p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in trajectory.points
+        ]
+        self.viewer.show_plan(path, np.array(times), "panda_hand")
+        self.viewer.play()
+
+
+def _wxyz_xyz(pose) -> np.ndarray:
+    o, p = pose.orientation, pose.position
+    return np.array([o.w, o.x, o.y, o.z, p.x, p.y, p.z], np.float64)
+
+
 def _joint_state(values: dict):
     from sensor_msgs.msg import JointState
 
@@ -541,17 +662,10 @@ def _panda_velocity_limits(urdf: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    """``python -m pyroki_ros.ros.demo [options]``: the same as ``pyroki-ros demo``."""
+    from pyroki_ros.cli import main as cli_main
 
-    parser = argparse.ArgumentParser(prog="pyroki-ros demo", description=__doc__)
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=150.0,
-        help="give up waiting for the node after this many seconds",
-    )
-    args = parser.parse_args(argv)
-    return run(args.timeout)
+    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,13 @@ node parameter with a safe default (see ``PARAMETERS`` in node.py); a request ov
 refused at once with ``REQUEST_TOO_LARGE`` and a message naming the parameter, before any
 parsing that grows with the size. The defaults keep one request's work in the seconds and
 the node's memory under ~2 GB (docs/benchmarks/hostile_input.md measures both).
+
+The interfaces add a ceiling of their own: the sequences of nested messages are bounded in
+msg/ and srv/ (objectives and waypoints 64, obstacles and half-spaces 4096, message-form batch
+targets and retarget steps 16384, points per step 64), because rclpy turns every nested
+message into a Python object before any node code runs (~40 us per obstacle here: 100,000
+obstacles took 4 s). A standard client cannot even serialise a request past a ceiling (the
+error is raised on its side, at once); a parameter above a ceiling has no effect beyond it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ class RequestLimits:
     max_batch_targets: int = 100_000  # targets of one solve_ik_batch
     max_obstacles: int = 1024  # obstacles + half-spaces of one plan
     max_trajectory_steps: int = 4096  # knots of one plan
-    max_retarget_steps: int = 20_000  # steps of one retarget_motion
+    max_retarget_steps: int = 4096  # steps of one retarget_motion
     max_keypoints: int = 200_000  # steps x links of one retarget_motion
     max_names: int = 1024  # names (joint, link) in any one list of a message
     max_urdf_bytes: int = 10_000_000  # a robot_description / urdf_file

@@ -58,6 +58,7 @@ OBJECTIVE_TYPES = {
     IKObjective.HINGE: "HINGE",
     IKObjective.PLANE: "PLANE",
     IKObjective.LINE: "LINE",
+    IKObjective.AXIS: "AXIS",
 }
 # A seed this far outside a joint's limits is refused (INVALID_JOINT_STATE); closer, clipped.
 LIMIT_MARGIN = 1e-3
@@ -149,6 +150,7 @@ class LoadedModel:
         device: str | None = None,
         source: str = "",
         max_programs: int = 32,
+        fixed_frames: dict[str, tuple[str, np.ndarray]] | None = None,
     ):
         """Parses the URDF (URDFError / ValueError on bad input) and creates the solver.
 
@@ -156,6 +158,9 @@ class LoadedModel:
         the root link / :func:`default_tip`, with a note in :attr:`notes`.
         ``max_programs``: compiled IK programs kept (least recently used ones are dropped,
         so that memory stays bounded whatever objective structures requests bring).
+        ``fixed_frames``: {name: (parent link, pose wxyz_xyz in it)}, frames requests may name
+        beside the links (``world``, a camera); entries whose parent is not a link of this
+        robot, or whose name is a link, are left out with a note.
         """
         self.urdf = urdf
         self.source = source
@@ -181,6 +186,14 @@ class LoadedModel:
                 f"no usable velocity limit in the URDF for {', '.join(unlimited)}: teleop steps "
                 "of these joints are not limited"
             )
+        self._fixed: list[tuple[str, int, np.ndarray]] = []  # (name, parent index, pose)
+        for name, (parent, pose) in (fixed_frames or {}).items():
+            if name in self._link_set or parent not in self._link_set:
+                why = "is a link" if name in self._link_set else f"parent '{parent}' is no link"
+                self.notes.append(f"fixed frame '{name}' left out: {why} of robot '{robot.name}'")
+                continue
+            self._fixed.append((name, self.link_names.index(parent), np.asarray(pose)))
+        self.frame_names = self.link_names + tuple(name for name, _, _ in self._fixed)
         self.base_frame = self.root_link
         self.tip_link = default_tip(robot)
         self.set_frames(base_frame, tip_link, notes=self.notes)
@@ -193,6 +206,7 @@ class LoadedModel:
         self._key_locks: dict[tuple, threading.Lock] = {}
         self.warm_up_seconds = 0.0
         self.batch_warm_up_seconds = 0.0
+        self._reaches: dict[str, tuple[np.ndarray, float]] = {}
 
     # --- names ------------------------------------------------------------------------------
 
@@ -232,14 +246,17 @@ class LoadedModel:
             )
 
     def frame_index(self, frame: str, what: str) -> int:
+        """Row of ``frame`` in :meth:`fk`'s poses: a link, or a fixed frame after them."""
         name = frame.lstrip("/") or self.base_frame
-        if name not in self._link_set:
+        if name not in self.frame_names:
+            fixed = [n for n, _, _ in self._fixed]
             raise RequestError(
                 ErrorCode.UNKNOWN_FRAME,
-                f"{what} frame '{frame}' is neither the base frame '{self.base_frame}' nor a "
-                f"link of robot '{self.name}'",
+                f"{what} frame '{frame}' is neither the base frame '{self.base_frame}', a link "
+                f"of robot '{self.name}' nor a fixed frame"
+                + (f" ({', '.join(fixed)})" if fixed else " (parameter fixed_frames: none)"),
             )
-        return self.link_names.index(name)
+        return self.frame_names.index(name)
 
     def describe(self) -> str:
         return (
@@ -251,9 +268,14 @@ class LoadedModel:
     # --- kinematics --------------------------------------------------------------------------
 
     def fk(self, q) -> np.ndarray:
-        """Poses of every link in the root frame at ``q`` (n,): (n_links, 7) wxyz_xyz float64."""
+        """Poses in the root frame at ``q`` (n,) of every link, then of every fixed frame:
+        (len(frame_names), 7) wxyz_xyz float64."""
         q = np.asarray(q, np.dtype(self.robot.dtype))
-        return np.asarray(self._fk(self.robot, q).wxyz_xyz, np.float64)
+        poses = np.asarray(self._fk(self.robot, q).wxyz_xyz, np.float64)
+        if not self._fixed:
+            return poses
+        fixed = [pose_compose(poses[parent], pose) for _, parent, pose in self._fixed]
+        return np.concatenate([poses, np.stack(fixed)])
 
     def frames_at(self, q) -> SeedFrames:
         """Link poses at ``q``, computed on first use (most targets are in the base frame)."""
@@ -268,8 +290,12 @@ class LoadedModel:
         check_limits: bool = True,
     ) -> np.ndarray:
         """Configuration (n,) from a JointState ``state`` (may be empty), completed with the
-        latest /joint_states and then the middle of the limits. Raises INVALID_JOINT_STATE /
-        UNKNOWN_JOINT for bad input."""
+        latest /joint_states and then the middle of the limits, clipped into the limits. Raises
+        INVALID_JOINT_STATE / UNKNOWN_JOINT for bad input."""
+        return self.clip(self._state(state, latest, what, check_limits))
+
+    def _state(self, state, latest: dict[str, float] | None, what: str, check_limits: bool):
+        """The unclipped configuration (n,) of :meth:`seed`: names checked, values as given."""
         q = self.middle.copy()
         if latest:
             self._apply(q, latest, strict=False)
@@ -289,7 +315,7 @@ class LoadedModel:
             if check_limits:
                 self._check_limits(given, what)
             self._apply(q, given, strict=True)
-        return self.clip(q)
+        return q
 
     def _apply(self, q: np.ndarray, values: dict[str, float], strict: bool) -> None:
         for name, value in values.items():
@@ -317,12 +343,7 @@ class LoadedModel:
         """Exactly the configuration (n,) a JointState ``state`` gives (completed as
         :meth:`seed` does), never clipped, and the names of its joints outside their limits
         (FK of a state past a limit is still that state's FK)."""
-        self.seed(state, latest, what, check_limits=False)  # the checks; its q is clipped
-        q = self.middle.copy()
-        if latest:
-            self._apply(q, latest, strict=False)
-        if state is not None and (len(state.name) or len(state.position)):
-            self._apply(q, joint_state_positions(state, what), strict=True)
+        q = self._state(state, latest, what, check_limits=False)
         outside = (q < self.lower) | (q > self.upper)
         outside &= ~self.continuous
         return q, [self.joint_names[i] for i in np.flatnonzero(outside)]
@@ -368,7 +389,7 @@ class LoadedModel:
         uses_orientation = kind in ("POSE", "ORIENTATION")
         target = pose_to_wxyz_xyz(msg.target.pose, f"{what}: target", orientation=uses_orientation)
         axis = None
-        if kind in ("HINGE", "PLANE", "LINE"):
+        if kind in ("HINGE", "PLANE", "LINE", "AXIS"):
             axis = unit_vector(msg.axis, f"{what}: axis")
         local_point = vector(msg.local_point, f"{what}: local_point")
         local_axis = unit_vector(msg.local_axis, f"{what}: local_axis", default=(0.0, 0.0, 1.0))
@@ -411,6 +432,8 @@ class LoadedModel:
             return O.orientation(link, wxyz, reference=reference, weight=ow)
         if kind == "POINT":  # the ray from local_point along local_axis through the target
             return O.aim(link, local_point, local_axis, position, reference=reference, weight=ow)
+        if kind == "AXIS":
+            return O.axis(link, local_axis, axis, reference=reference, weight=ow)
         if kind == "HINGE":
             return O.hinge(
                 link,
@@ -599,8 +622,11 @@ class LoadedModel:
         )
         iterations_done = int(result.iterations)
         elapsed = time.perf_counter() - start
+        out_of_reach = None if result.success else self.out_of_reach(objectives, tolerances)
         if result.success:
             code, message = ErrorCode.SUCCESS, ""
+        elif out_of_reach:  # no time would have helped
+            code, message = ErrorCode.NO_SOLUTION, out_of_reach
         elif result.timed_out or (timeout > 0 and elapsed > timeout):
             code = ErrorCode.TIMEOUT
             message = (
@@ -628,6 +654,29 @@ class LoadedModel:
             code=code,
             message=message,
         )
+
+    def out_of_reach(self, objectives, tolerances) -> str | None:
+        """Why an objective cannot be met in any configuration, or None: a position target
+        farther from its link's reach ball (:meth:`Robot.reach`) than the ball's radius, the
+        offset of the point on the link and the position tolerance."""
+        for o in objectives:
+            if not o.constrains_position or o.reference is not None or o.kind in ("plane", "line"):
+                continue
+            center, radius = self._reach(o.link)
+            target = np.asarray(o.target, np.float64).reshape(-1, 7)[:, 4:]
+            extent = radius + float(np.linalg.norm(np.asarray(o.local_point, np.float64)))
+            distance = float(np.max(np.linalg.norm(target - center, axis=-1)))
+            if distance > extent + tolerances[0] + 1e-4:
+                return (
+                    f"the target of '{o.link}' is out of reach: {distance:.3f} m from the first "
+                    f"joint that moves it, which it can reach within {extent:.3f} m"
+                )
+        return None
+
+    def _reach(self, link: str) -> tuple[np.ndarray, float]:
+        if link not in self._reaches:
+            self._reaches[link] = self.robot.reach(link)
+        return self._reaches[link]
 
     def batch_chunk(self) -> int:
         """Targets per solver call of a large batch: the time budget is checked between

@@ -1,12 +1,14 @@
 """``pyroki_ros_node``: inverse / forward kinematics services and IK teleoperation over ROS 2.
 
-    pyroki_ros_node --ros-args --params-file config/panda.yaml
+    pyroki_ros_node --ros-args --params-file config/panda.yaml -p urdf_file:=panda
 
 Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
 
 * subscribes ``robot_description`` (std_msgs/String, transient local, depth 1, reliable:
-  what robot_state_publisher publishes), or loads ``urdf_file``; a new description rebuilds
-  the model and warms it up; an invalid one is logged and the last good model stays in use.
+  what robot_state_publisher publishes), or loads ``urdf_file`` (then publishes it there,
+  latched, with ``publish_robot_description``: no robot_state_publisher needed); a new
+  description rebuilds the model and warms it up; an invalid one is logged and the last good
+  model stays in use.
 * subscribes ``joint_states`` (sensor_msgs/JointState): the current configuration, default seed.
 * services ``~/solve_ik`` (pyroki_ros/srv/SolveIK), ``~/solve_ik_batch``
   (pyroki_ros/srv/SolveIKBatch), ``~/compute_fk`` (pyroki_ros/srv/ComputeFK),
@@ -19,6 +21,9 @@ Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
   (paused while no goal is pending) solves the newest goal, seeded with the previous output,
   every joint's step limited to ``velocity_scaling`` x its URDF velocity limit x the step
   duration, and publishes a one-point trajectory_msgs/JointTrajectory on ``trajectory_topic``.
+* publishes ``~/markers`` (visualization_msgs/MarkerArray, transient local, with
+  ``publish_markers``): goals, objectives, the planned path, obstacles and collision spheres
+  for RViz (markers.py).
 
 Target frames: ``header.frame_id`` empty / the base frame / any robot link; a link's frame is
 taken at the seed configuration and held fixed during the solve (teleop: at the configuration
@@ -73,12 +78,20 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Header, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from pyroki_ros.msg import ErrorCode, IKObjective, MultiLinkGoal
-from pyroki_ros.srv import ComputeFK, PlanTrajectory, RetargetMotion, SolveIK, SolveIKBatch
+from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective, MultiLinkGoal
+from pyroki_ros.srv import (
+    ApplyPlanningScene,
+    ComputeFK,
+    PlanTrajectory,
+    RetargetMotion,
+    SolveIK,
+    SolveIKBatch,
+)
 
-from . import planning
+from . import markers, planning
 from .conversions import (
     RequestError,
+    fixed_frame_table,
     joint_state_positions,
     pose_compose,
     pose_inverse,
@@ -90,6 +103,19 @@ from .conversions import (
 from .deferred import BackgroundWork, Deferred, allow_deferred, answer_within
 from .limits import RequestLimits
 from .model import MAX_RESTARTS, LoadedModel, SolveSettings
+from .scene import PlanningScene
+
+# Share the GPU with other processes: by default JAX takes 75 % of its memory at its first
+# operation (backends start then, not at import, so this still applies). A user's own
+# preallocation, memory fraction or allocator setting wins.
+GPU_MEMORY_VARIABLES = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+)
+if not any(name in os.environ for name in GPU_MEMORY_VARIABLES):
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 
 NODE_NAME = "pyroki_ros_node"
 # After this long without a teleop output, the next goal starts again from /joint_states.
@@ -137,8 +163,16 @@ PARAMETERS = (
     Param(
         "urdf_file",
         "",
-        "Path of a URDF file to load at start instead of subscribing to "
-        "robot_description_topic (empty = use the topic).",
+        "Path of a URDF file, or a bundled robot's name (panda, ur5), to load at start instead "
+        "of subscribing to robot_description_topic (empty = use the topic).",
+        read_only=True,
+    ),
+    Param(
+        "publish_robot_description",
+        False,
+        "With urdf_file: publish the loaded URDF on robot_description_topic (transient local) "
+        "for others, as robot_state_publisher would (the launch file's "
+        "use_robot_state_publisher:=false).",
         read_only=True,
     ),
     Param(
@@ -252,6 +286,31 @@ PARAMETERS = (
         read_only=True,
     ),
     Param(
+        "fixed_frames",
+        "",
+        "Frames requests may name beside the robot's links (until tf2 is available here): "
+        "'name parent x y z qx qy qz qw; ...', each the frame's pose in a link of the robot "
+        "(m, ROS quaternion order), e.g. 'world panda_link0 0 0 0 0 0 0 1'.",
+        read_only=True,
+    ),
+    Param(
+        "retarget_timeout",
+        2.0,
+        "s; wall-clock budget of a ~/retarget_motion whose request gives none (its timeout 0), "
+        "checked every few solver iterations: past it the answer is TIMEOUT with the path so far "
+        "(compiling the program of a new motion length, its first use, is not counted).",
+        float_range=(0.01, 3600.0),
+    ),
+    Param(
+        "allowed_contacts",
+        "",
+        "Contacts that are not collisions in every ~/plan_trajectory, as 'link:other' pairs "
+        "separated by commas; other = an obstacle's name (obstacle_names) or a link "
+        "(e.g. 'panda_hand:grasped_box'). Links no active joint moves are never checked against "
+        "obstacles unless a request sets check_fixed_links.",
+        read_only=True,
+    ),
+    Param(
         "sampler_checkpoint",
         "",
         "Learned IK sampler checkpoint (.npz from `pyroki-ros train-sampler`) for this robot: "
@@ -324,8 +383,8 @@ PARAMETERS = (
     Param(
         "max_compiled_programs",
         32,
-        "Compiled IK programs kept per model (memory grows with each); the least recently used is "
-        "dropped beyond this, and recompiled on its next use.",
+        "Compiled IK programs kept per model, and planner programs likewise (memory grows with "
+        "each); the least recently used is dropped beyond this, and recompiled on its next use.",
         read_only=True,
         int_range=(4, 4096),
     ),
@@ -359,6 +418,15 @@ PARAMETERS = (
         False,
         "Keep the first valid robot model: later robot_description messages are logged and "
         "ignored (nobody on the DDS domain can swap the robot afterwards).",
+        read_only=True,
+    ),
+    # --- visualisation
+    Param(
+        "publish_markers",
+        True,
+        "Publish RViz markers on ~/markers (visualization_msgs/MarkerArray, transient local) "
+        "after each solve_ik, plan_trajectory and teleop step: goals, objectives, the planned "
+        "path, obstacles, collision spheres (markers.py; built off the request path, <= 10 Hz).",
         read_only=True,
     ),
     # --- compute
@@ -436,6 +504,13 @@ class PyrokiRosNode(Node):
         self._trajectory_pub = self.create_publisher(
             JointTrajectory, p("trajectory_topic").value, 10
         )
+        # ~/markers for RViz: handlers hand over what they computed, markers.py's own thread
+        # builds and publishes after the answer went out.
+        self._markers = (
+            markers.NodeMarkers(self, p("collision_spheres").value, self._closing)
+            if p("publish_markers").value
+            else markers.OFF
+        )
         self.create_subscription(
             JointState,
             p("joint_states_topic").value,
@@ -500,12 +575,34 @@ class PyrokiRosNode(Node):
             qos_profile=service_qos,
             callback_group=self._planning_group,
         )
+        # The planning scene: changes on the worker, beside plans (a plan copies it first).
+        self._scene = PlanningScene(self._limits.max_obstacles)
+        self._scene_group = MutuallyExclusiveCallbackGroup()
+        self.worker.create_subscription(
+            CollisionObject,
+            self.resolve_topic_name("~/collision_objects"),
+            self._on_collision_object,
+            QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
+            callback_group=self._scene_group,
+        )
+        self.worker.create_service(
+            ApplyPlanningScene,
+            self.resolve_service_name("~/apply_planning_scene"),
+            self._apply_planning_scene,
+            qos_profile=service_qos,
+            callback_group=self._scene_group,
+        )
         self._teleop_timer = self.create_timer(
             1.0 / p("teleop_rate_hz").value, self._teleop_tick, callback_group=self._teleop_group
         )
 
         urdf_file = p("urdf_file").value
         if urdf_file:
+            self._description_pub = None
+            if p("publish_robot_description").value:  # opt-in: SROS2 policies must grant it
+                self._description_pub = self.create_publisher(
+                    String, self.resolve_topic_name(self._description_topic()), DESCRIPTION_QOS
+                )
             self._load_timer = self.worker.create_timer(
                 0.0, self._load_urdf_file, callback_group=self._model_group
             )
@@ -549,6 +646,13 @@ class PyrokiRosNode(Node):
             raise SystemExit(
                 f"{NODE_NAME}: parameter 'device' must be auto, cpu or gpu, got '{device}'"
             )
+        try:
+            self._allowed_contacts = planning.contact_pairs(
+                self.get_parameter("allowed_contacts").value
+            )
+            self._fixed_frames = fixed_frame_table(self.get_parameter("fixed_frames").value)
+        except ValueError as e:
+            raise SystemExit(f"{NODE_NAME}: {e}") from None
         self._settings = self._read_settings({})
         self._limits = self._read_limits({})
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -640,13 +744,25 @@ class PyrokiRosNode(Node):
             self._log_exception("urdf_file")
 
     def _load_urdf_file_unsafe(self) -> None:
-        path = os.path.expanduser(self.get_parameter("urdf_file").value)
+        from pyroki_ros.robots import AVAILABLE, urdf_path
+
+        value = self.get_parameter("urdf_file").value
+        # A bundled robot's name works from any directory and install (README's command).
+        path = str(urdf_path(value)) if value in AVAILABLE else os.path.expanduser(value)
         try:
             urdf = Path(path).read_text(encoding="utf-8")
         except OSError as e:
             self.get_logger().error(f"cannot read urdf_file '{path}': {e}; no robot model")
             return
         self._load_model(urdf, f"file {path}")
+        self._publish_description(urdf)
+
+    def _publish_description(self, urdf: str) -> None:
+        """Latch the URDF of the model just loaded from urdf_file for others (RViz, tools),
+        when there is no robot_state_publisher to do it (publish_robot_description)."""
+        model = self._current_model()
+        if self._description_pub is not None and model is not None and model.urdf == urdf:
+            self._description_pub.publish(String(data=urdf))
 
     def _description_topic(self) -> str:
         return self.get_parameter("robot_description_topic").value
@@ -746,6 +862,7 @@ class PyrokiRosNode(Node):
                 device=self._device,
                 source=source,
                 max_programs=self.get_parameter("max_compiled_programs").value,
+                fixed_frames=self._fixed_frames,
             )
         except RequestError as e:
             self._last_failed_description = urdf
@@ -782,8 +899,8 @@ class PyrokiRosNode(Node):
             self._goal, self._goal_done_seq, self._command = None, self._goal_seq, None
         # The ~200,000 objects alive now (JAX, the model, its programs) stay: move them out of
         # the garbage collector's sight. Otherwise a request that allocates many objects (a
-        # big message) triggers full collections over all of them, ~0.1 s each with the GIL
-        # held, and every other request waits (bench/hostile_input.py).
+        # big message) triggers full collections over all of them, 120 ms each here with the
+        # GIL held (0.01 ms frozen), and every other request waits (bench/gc_pause.py).
         gc.freeze()
         logger.info(
             f"ready: {model.describe()} (load {time.perf_counter() - start:.2f} s, of which "
@@ -912,6 +1029,7 @@ class PyrokiRosNode(Node):
         except Exception as e:  # noqa: BLE001 -- a bug, not the caller's: answer, serve on
             return self._failure(response, e, "solve_ik")
         self._ik_answer(response, model, outcome)
+        self._markers.ik_solved(model, problem["objectives"], outcome.q)
         self.get_logger().debug(
             f"solve_ik: {'ok' if outcome.success else outcome.code} in "
             f"{(time.perf_counter() - start) * 1e3:.1f} ms"
@@ -973,7 +1091,9 @@ class PyrokiRosNode(Node):
         def work() -> None:
             response = SolveIK.Response()
             try:
-                self._ik_answer(response, model, model.solve(**problem))
+                outcome = model.solve(**problem)
+                self._ik_answer(response, model, outcome)
+                self._markers.ik_solved(model, problem["objectives"], outcome.q)
             except Exception as e:  # noqa: BLE001
                 self._failure(response, e, "solve_ik")
             if not deferred.resolve(response):
@@ -1196,6 +1316,7 @@ class PyrokiRosNode(Node):
             acceleration_limit=float(p("acceleration_limit").value),
             safety_margin=float(p("safety_margin").value),
             collision_spheres=str(p("collision_spheres").value),
+            allowed_contacts=self._allowed_contacts,
         )
 
     def _planner(self, model: LoadedModel) -> planning.Planner:
@@ -1223,6 +1344,44 @@ class PyrokiRosNode(Node):
             )
         return model.seed(state, latest, what)
 
+    # --- planning scene ------------------------------------------------------------------------
+
+    def _scene_shown(self) -> None:
+        """The scene's markers, placed at the latest joint states (or the middle of the
+        limits)."""
+        model = self._current_model()
+        if model is not None:
+            q = model.seed(None, self._latest_joint_positions(), "joint_states")
+            self._markers.scene_changed(model, self._scene.objects(), q)
+
+    def _scene_frame_check(self):
+        """Frames of scene objects are checked against the model loaded now (if any)."""
+        model = self._current_model()
+        return None if model is None else model.frame_index
+
+    def _on_collision_object(self, msg: CollisionObject) -> None:
+        try:
+            ids = self._scene.apply([msg], self._scene_frame_check())
+            self.get_logger().info(f"planning scene: {len(ids)} objects after '{msg.id}'")
+            self._scene_shown()
+        except RequestError as e:
+            self.get_logger().warning(f"collision object refused: {e.message}")
+
+    def _apply_planning_scene(self, request: ApplyPlanningScene.Request, response):
+        try:
+            self._limits.check(len(request.objects), "max_obstacles", "objects")
+            response.object_ids = self._scene.apply(
+                list(request.objects), self._scene_frame_check()
+            )
+        except RequestError as e:
+            response.object_ids = [name for name, _, _ in self._scene.objects()]
+            return self._refuse(response, e, "apply_planning_scene")
+        response.success = True
+        response.error_code.val = ErrorCode.SUCCESS
+        response.message = ""
+        self._scene_shown()
+        return response
+
     def _plan_trajectory(self, request: PlanTrajectory.Request, response):
         start_time = time.perf_counter()
         logger = self.get_logger()
@@ -1233,7 +1392,9 @@ class PyrokiRosNode(Node):
             settings = self._plan_settings()
             start = self._start_state(model, request.start_state, "start_state")
             planner = self._planner(model)
-            result, timed = planning.plan_request(planner, request, start, settings, logger.info)
+            result, timed = planning.plan_request(
+                planner, request, start, settings, logger.info, self._scene.objects()
+            )
         except RequestError as e:
             return self._refuse(response, e, "plan_trajectory")
         except Exception as e:  # noqa: BLE001
@@ -1255,6 +1416,7 @@ class PyrokiRosNode(Node):
             self._trajectory_pub.publish(response.trajectory)
             response.executed = True
         response.solve_time = time.perf_counter() - start_time
+        self._markers.planned(model, request, start, timed.positions, self._scene.objects())
         logger.info(
             f"plan_trajectory: {'ok' if result.success else result.message}, "
             f"{len(timed.times)} points over {timed.duration:.2f} s, clearance "
@@ -1277,6 +1439,7 @@ class PyrokiRosNode(Node):
                 seed,
                 model.fk(seed),
                 self.get_logger().info,
+                float(self.get_parameter("retarget_timeout").value),
             )
         except RequestError as e:
             return self._refuse(response, e, "retarget_motion")
@@ -1291,7 +1454,9 @@ class PyrokiRosNode(Node):
         over = np.abs(timed.velocities) > model.velocity_limits
         response.success = bool(result.success and not over.any())
         response.error_code.val = (
-            ErrorCode.SUCCESS if response.success else ErrorCode.PLANNING_FAILED
+            ErrorCode.SUCCESS
+            if response.success
+            else (planning.outcome_code(result) if result.reason else ErrorCode.PLANNING_FAILED)
         )
         if over.any():
             joints = sorted({model.joint_names[j] for j in np.nonzero(over)[1]})
@@ -1331,6 +1496,8 @@ class PyrokiRosNode(Node):
             "obstacles + half_spaces",
         )
         limits.check(int(request.num_steps), "max_trajectory_steps", "num_steps")
+        for field in ("obstacle_names", "allowed_contact_links", "allowed_contact_others"):
+            limits.check(len(getattr(request, field)), "max_names", field)
 
     def _check_retarget_sizes(self, model: LoadedModel, request: RetargetMotion.Request) -> None:
         limits = self._limits
@@ -1454,6 +1621,7 @@ class PyrokiRosNode(Node):
         ]
         # header.stamp stays zero: "start now" for joint_trajectory_controller.
         self._trajectory_pub.publish(trajectory)
+        self._markers.teleop_step(model, objectives, q)
         with self._teleop_lock:
             if self._model_generation == generation:
                 self._command = (q, time.monotonic(), generation)

@@ -20,7 +20,13 @@ from pyroki_ros import collision as col
 from pyroki_ros import timing
 from pyroki_ros.msg import ErrorCode
 from pyroki_ros.robots import AVAILABLE
-from pyroki_ros.trajopt import PlanResult, TrajectoryOptimizer, retarget
+from pyroki_ros.trajopt import (
+    START_IN_COLLISION,
+    TIMED_OUT,
+    PlanResult,
+    TrajectoryOptimizer,
+    retarget,
+)
 
 from .conversions import (
     RequestError,
@@ -32,6 +38,7 @@ from .conversions import (
     vector,
 )
 from .model import LoadedModel
+from .scene import check_primitive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +51,22 @@ class PlanSettings:
     acceleration_limit: float = 5.0  # rad/s^2 (m/s^2), URDFs carry none
     safety_margin: float = 0.02
     collision_spheres: str = "auto"
+    allowed_contacts: tuple[tuple[str, str], ...] = ()  # (link, obstacle or link) pairs
+
+
+def contact_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """The ``allowed_contacts`` parameter, "link:other, link:other", as pairs.
+
+    Raises:
+        ValueError: an entry that is not two non-empty names joined by one colon.
+    """
+    pairs = []
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        names = [n.strip() for n in entry.split(":")]
+        if len(names) != 2 or not all(names):
+            raise ValueError(f"allowed_contacts entry '{entry}' is not 'link:other'")
+        pairs.append((names[0], names[1]))
+    return tuple(pairs)
 
 
 def load_spheres(model: LoadedModel, source: str) -> tuple[col.RobotSpheres | None, str]:
@@ -74,13 +97,16 @@ class Planner:
     def __init__(self, model: LoadedModel, settings: PlanSettings):
         self.model = model
         spheres, self.note = load_spheres(model, settings.collision_spheres)
-        self.optimizer = TrajectoryOptimizer(model.robot, spheres, device=model.device.platform)
+        self.optimizer = TrajectoryOptimizer(
+            model.robot, spheres, device=model.device.platform, max_programs=model.max_programs
+        )
         self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
 
     # --- request translation ------------------------------------------------------------------
 
-    def world(self, request, frames: np.ndarray) -> col.World:
-        """Obstacles of a PlanTrajectory request in the robot's root frame."""
+    def world(self, request, frames: np.ndarray, scene=()) -> col.World:
+        """Obstacles of a PlanTrajectory request and of the planning scene ``scene`` ((id,
+        SolidPrimitive, PoseStamped) triples) in the robot's root frame."""
         model = self.model
         if len(request.obstacles) != len(request.obstacle_poses):
             raise RequestError(
@@ -88,38 +114,37 @@ class Planner:
                 f"{len(request.obstacles)} obstacles but {len(request.obstacle_poses)} "
                 "obstacle_poses (one pose per obstacle)",
             )
-        spheres, capsules, boxes = [], [], []
-        for i, (shape, stamped) in enumerate(zip(request.obstacles, request.obstacle_poses)):
-            what = f"obstacles[{i}]"
-            pose = pose_to_wxyz_xyz(stamped.pose, f"obstacle_poses[{i}]")
-            frame = model.frame_index(stamped.header.frame_id, f"obstacle_poses[{i}]")
+        count = len(request.obstacles) + len(request.half_spaces)
+        given = list(request.obstacle_names)
+        if given and len(given) != count:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"{len(given)} obstacle_names for {len(request.obstacles)} obstacles and "
+                f"{len(request.half_spaces)} half_spaces (one name each, or none)",
+            )
+        names = given or [f"obstacles[{i}]" for i in range(len(request.obstacles))] + [
+            f"half_spaces[{i}]" for i in range(len(request.half_spaces))
+        ]
+        items = [(f"planning scene object '{n}'", n, shape, pose) for n, shape, pose in scene] + [
+            (f"obstacles[{i}]", names[i], shape, pose)
+            for i, (shape, pose) in enumerate(zip(request.obstacles, request.obstacle_poses))
+        ]
+        spheres, capsules, boxes = [], [], []  # (name, geometry...)
+        for what, name, shape, stamped in items:
+            pose = pose_to_wxyz_xyz(stamped.pose, f"{what} pose")
+            frame = model.frame_index(stamped.header.frame_id, f"{what} pose")
             pose = pose_compose(frames[frame], pose)  # into the root frame
+            check_primitive(shape, what)
             dims = np.asarray(shape.dimensions, np.float64)
-            needed = {SolidPrimitive.SPHERE: 1, SolidPrimitive.BOX: 3, SolidPrimitive.CYLINDER: 2}
-            if shape.type not in needed:
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"{what}: shape type {shape.type} is not supported (SPHERE, BOX, CYLINDER)",
-                )
-            if dims.shape != (needed[shape.type],):
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"{what}: needs {needed[shape.type]} dimensions, got {len(dims)}",
-                )
-            if not np.all(np.isfinite(dims)) or np.any(dims <= 0):
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"{what}: dimensions must be finite and > 0, got {dims.tolist()}",
-                )
             if shape.type == SolidPrimitive.SPHERE:
-                spheres.append((pose[4:], dims[0]))
+                spheres.append((name, pose[4:], dims[0]))
             elif shape.type == SolidPrimitive.BOX:
-                boxes.append((pose, dims / 2))
+                boxes.append((name, pose, dims / 2))
             else:  # a cylinder, covered by the capsule around it (conservative)
                 height = dims[SolidPrimitive.CYLINDER_HEIGHT]
                 radius = dims[SolidPrimitive.CYLINDER_RADIUS]
                 axis = quat_rotate(pose[:4], np.array([0.0, 0.0, height / 2]))
-                capsules.append((pose[4:] - axis, pose[4:] + axis, radius))
+                capsules.append((name, pose[4:] - axis, pose[4:] + axis, radius))
         normals, offsets = [], []
         base = frames[model.link_names.index(model.base_frame)]
         for i, plane in enumerate(request.half_spaces):
@@ -139,24 +164,26 @@ class Planner:
         kwargs = {}
         if spheres:
             kwargs |= {
-                "sphere_centers": [s[0] for s in spheres],
-                "sphere_radii": [s[1] for s in spheres],
+                "sphere_centers": [s[1] for s in spheres],
+                "sphere_radii": [s[2] for s in spheres],
             }
         if capsules:
             kwargs |= {
-                "capsule_a": [c[0] for c in capsules],
-                "capsule_b": [c[1] for c in capsules],
-                "capsule_radii": [c[2] for c in capsules],
+                "capsule_a": [c[1] for c in capsules],
+                "capsule_b": [c[2] for c in capsules],
+                "capsule_radii": [c[3] for c in capsules],
             }
         if boxes:
             kwargs |= {
-                "box_poses": [b[0] for b in boxes],
-                "box_half_extents": [b[1] for b in boxes],
+                "box_poses": [b[1] for b in boxes],
+                "box_half_extents": [b[2] for b in boxes],
             }
         if normals:
             kwargs |= {"halfspace_normals": normals, "halfspace_offsets": offsets}
+        # The world's order: spheres, capsules, boxes, half-spaces.
+        ordered = [g[0] for g in (*spheres, *capsules, *boxes)] + names[len(request.obstacles) :]
         try:
-            return col.World.create(dtype=dtype, **kwargs)
+            return col.World.create(dtype=dtype, names=ordered, **kwargs)
         except ValueError as e:
             raise RequestError(ErrorCode.INVALID_REQUEST, f"obstacles: {e}") from None
 
@@ -199,9 +226,11 @@ def trajectory_message(
     return msg
 
 
-def plan_request(planner: Planner, request, start: np.ndarray, settings: PlanSettings, log):
-    """Solves a PlanTrajectory request; returns (PlanResult, TimedPath, goal kind, the
-    joints in the trajectory)."""
+def plan_request(
+    planner: Planner, request, start: np.ndarray, settings: PlanSettings, log, scene=()
+):
+    """Solves a PlanTrajectory request among the planning scene's objects ``scene`` ((id,
+    SolidPrimitive, PoseStamped) triples); returns (PlanResult, TimedPath)."""
     model = planner.model
     frames = model.fk(start)
     if len(request.goal_state.name) or len(request.goal_state.position):
@@ -229,7 +258,7 @@ def plan_request(planner: Planner, request, start: np.ndarray, settings: PlanSet
                 for i, o in enumerate(group.objectives)
             )
         )
-    world = planner.world(request, frames)
+    world = planner.world(request, frames, scene)
     margin = float(request.safety_margin) or settings.safety_margin
     if not (math.isfinite(margin) and margin >= 0):
         raise RequestError(ErrorCode.INVALID_REQUEST, f"safety_margin must be >= 0, got {margin}")
@@ -255,6 +284,12 @@ def plan_request(planner: Planner, request, start: np.ndarray, settings: PlanSet
         + ("joint goal" if not objectives else f"{len(objectives)} goal objectives")
         + (f", {len(waypoints)} waypoints" if waypoints else "")
     )
+    contacts = contact_rules(request, settings)
+    if planner.optimizer.spheres is not None:  # names checked here: a clear code, not FAILURE
+        try:
+            col.checked_pairs(model.robot, planner.optimizer.spheres, world, contacts)
+        except ValueError as e:
+            raise RequestError(ErrorCode.INVALID_REQUEST, str(e)) from None
     with planner.lock:
         result = planner.optimizer.plan(
             start,
@@ -265,21 +300,45 @@ def plan_request(planner: Planner, request, start: np.ndarray, settings: PlanSet
             active_joints=None if active is None else tuple(active),
             margin=margin,
             progress=log,
+            contacts=contacts,
         )
     timed = timing.parameterize(result.path, velocity, acceleration, duration=duration)
     return result, timed
 
 
+def contact_rules(request, settings: PlanSettings) -> col.ContactRules:
+    """The node's allowed contacts and the request's (names are checked by the planner)."""
+    links, others = request.allowed_contact_links, request.allowed_contact_others
+    if len(links) != len(others):
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST,
+            f"{len(links)} allowed_contact_links but {len(others)} allowed_contact_others "
+            "(one pair each)",
+        )
+    pairs = settings.allowed_contacts + tuple(zip(links, others))
+    try:
+        return col.ContactRules(allowed=pairs, check_fixed_links=request.check_fixed_links)
+    except ValueError as e:
+        raise RequestError(ErrorCode.INVALID_REQUEST, str(e)) from None
+
+
 def outcome_code(result: PlanResult) -> int:
     if result.success:
         return ErrorCode.SUCCESS
+    if result.reason == START_IN_COLLISION:
+        return ErrorCode.START_IN_COLLISION
+    if result.reason == TIMED_OUT:
+        return ErrorCode.TIMEOUT
     if min(result.min_distance, result.min_self_distance) < 0:
         return ErrorCode.COLLISION
     return ErrorCode.PLANNING_FAILED
 
 
-def retarget_request(planner: Planner, request, seed: np.ndarray, frames, log):
-    """Solves a RetargetMotion request; returns (PlanResult, per-step errors, dt)."""
+def retarget_request(
+    planner: Planner, request, seed: np.ndarray, frames, log, default_timeout: float
+):
+    """Solves a RetargetMotion request within its budget (``default_timeout`` s when the
+    request gives none); returns (PlanResult, per-step errors, dt)."""
     model = planner.model
     links = list(request.link_names)
     if not links:
@@ -291,6 +350,10 @@ def retarget_request(planner: Planner, request, seed: np.ndarray, frames, log):
     dt = float(request.dt)
     if not (math.isfinite(dt) and dt > 0):
         raise RequestError(ErrorCode.INVALID_REQUEST, f"dt must be > 0, got {dt}")
+    timeout = duration_seconds(request.timeout)
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"timeout must be >= 0, got {timeout}")
+    timeout = timeout or default_timeout
     frame = frames[model.frame_index(request.header.frame_id, "header")]
     points = np.empty((len(request.steps), len(links), 3))
     for t, step in enumerate(request.steps):
@@ -343,6 +406,7 @@ def retarget_request(planner: Planner, request, seed: np.ndarray, frames, log):
             active_joints=None if active is None else tuple(active),
             vector_pairs=pairs,
             vector_weight=vector_weight,
+            timeout=timeout,
         )
     return result, errors, dt
 

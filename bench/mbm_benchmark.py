@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""MotionBenchMaker benchmark: ``TrajectoryOptimizer.plan`` on Panda problem files, judged by
+the planner and by an independent check.
+
+Protocol:
+
+* problems: robometrics' 5 demo problems (``test/data/mbm/demo_set.yaml``) and the generated
+  MotionBenchMaker-style set (``test/data/mbm/generated_seed0.yaml``: 10 per family, seven
+  families, made by ``bench/mbm_problems.py`` independently of pyroki_ros);
+* planning, with the public API as a user would: ``Robot.from_urdf`` of the bundled Panda, its
+  bundled sphere model, ``TrajectoryOptimizer(robot, spheres).plan(start, [pose("panda_hand",
+  goal)], world=..., num_steps=64, active_joints=<the 7 arm joints>)``, the start padded with
+  the open fingers; the world: cuboids as boxes, cylinders as capsules (the segment of the
+  cylinder's axis, its radius: a cover of the cylinder), the robot's stand included
+  (``--drop-stand`` leaves it out of the planner's world, never out of the check). When
+  ``plan`` takes ``contacts`` it is left at its default and said so in the report;
+* first plan: the first problem planned once by a fresh optimiser before the timed pass
+  (compiles); then every problem once, timed with ``time.perf_counter`` around ``plan``;
+* independent check (``test/mbm_check.py``): goal within 1 mm / 1 degree by a float64 numpy FK,
+  joint limits, robometrics' Franka spheres (not the planner's) at distance >= 0 from the exact
+  cuboids and cylinders (``panda_link0``'s excepted), robometrics' self-collision rule, along
+  the path linearly interpolated (>= 20 points per segment, <= 0.005 rad per joint between
+  points). Every returned path is checked, whatever the planner says.
+
+Per set and family: plans the planner calls successful, paths that pass the check, both
+(the success that counts), false successes (planner yes, check no), plan time median / p95 /
+max, the family's first plan in the timed pass (a new compile shows there), and the median
+joint-space path length (sum over segments of the 7 arm joints' Euclidean step, rad).
+
+Usage (repository root)::
+
+    .venv/bin/python bench/mbm_benchmark.py                      # all, writes docs/benchmarks/mbm.md
+    .venv/bin/python bench/mbm_benchmark.py --quick              # demo set + 1 per family
+    .venv/bin/python bench/mbm_benchmark.py --families cage,box --limit 3 --markdown ''
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import inspect
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "test"))
+
+import mbm_check as mc
+import mbm_problems as mp
+from node_benchmark import cpu_model, git_rev, loadavg, version
+
+DEFAULT_SETS = (mp.DEMO_SET, mp.GENERATED_SET)
+DEFAULT_MARKDOWN = REPO / "docs" / "benchmarks" / "mbm.md"
+
+
+@dataclasses.dataclass
+class Planner:
+    """The planner under test and how problems are handed to it."""
+
+    robot: object
+    spheres: object
+    optimizer: object
+    arm: tuple[str, ...]  # active joints
+    plan_options: dict  # extra keywords for plan (none unless the API asks for them)
+    notes: tuple[str, ...]  # how the API was used, for the report
+
+
+def make_planner() -> Planner:
+    from pyroki_ros import Robot
+    from pyroki_ros.collision import RobotSpheres
+    from pyroki_ros.robots import urdf_path
+    from pyroki_ros.trajopt import TrajectoryOptimizer
+
+    robot = Robot.from_urdf(urdf_path("panda"))
+    spheres = RobotSpheres.embedded("panda", robot)
+    optimizer = TrajectoryOptimizer(robot, spheres)
+    arm = tuple(j for j in robot.joint_names if j in mc.ARM_JOINTS)
+    params = inspect.signature(optimizer.plan).parameters
+    notes = [
+        f"Planner spheres: the bundled model ({spheres.n_spheres} spheres), not robometrics'",
+    ]
+    if "contacts" in params:
+        default = params["contacts"].default
+        notes.append(f"`contacts` left at its default ({default!r})")
+    else:
+        notes.append("`plan` has no contact rules: panda_link0 is checked against the stand")
+    for name in ("allowed_collisions", "check_fixed_links"):
+        if name in params:
+            notes.append(f"`{name}` left at its default ({params[name].default!r})")
+    return Planner(robot, spheres, optimizer, arm, {}, tuple(notes))
+
+
+def to_world(problem: mp.Problem, drop_stand: bool = False):
+    """The problem's obstacles as a ``World``: cuboids as boxes, each cylinder as the capsule
+    of its axis segment and radius (it covers the cylinder)."""
+    from pyroki_ros.collision import World
+
+    cuboids = [c for c in problem.cuboids if not (drop_stand and c.name == mp.STAND.name)]
+    a, b, r = [], [], []
+    for c in problem.cylinders:
+        rot, pos = mc.pose_frame(c.pose)
+        half = rot[:, 2] * c.height / 2
+        a.append(pos - half)
+        b.append(pos + half)
+        r.append(c.radius)
+    kwargs = {}
+    if cuboids:
+        kwargs.update(
+            box_poses=[c.pose for c in cuboids],
+            box_half_extents=[np.asarray(c.dims) / 2 for c in cuboids],
+        )
+    if r:
+        kwargs.update(capsule_a=a, capsule_b=b, capsule_radii=r)
+    if "names" in inspect.signature(World.create).parameters:
+        # World order: spheres, capsules, boxes, half-spaces.
+        kwargs["names"] = [c.name for c in problem.cylinders] + [c.name for c in cuboids]
+    return World.create(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemResult:
+    """One planned problem: the planner's word, the independent verdict, wall time (s),
+    joint-space path length (rad, arm joints), the planner's message, programs compiled."""
+
+    name: str
+    family: str
+    source: str
+    planner_ok: bool
+    verdict: mc.Verdict
+    seconds: float
+    path_length: float
+    message: str
+    new_programs: int = 0  # programs the optimiser compiled during this plan (-1: unknown)
+
+    @property
+    def false_success(self) -> bool:
+        return self.planner_ok and not self.verdict.ok
+
+
+def start_configuration(planner: Planner, problem: mp.Problem) -> np.ndarray:
+    """(n,) the problem's 7 arm joints in the robot's order, fingers open."""
+    values = dict(zip(mc.ARM_JOINTS, problem.start))
+    return np.array([values.get(j, mc.FINGER_OPEN) for j in planner.robot.joint_names])
+
+
+def run_problem(
+    planner: Planner,
+    problem: mp.Problem,
+    *,
+    num_steps: int = 64,
+    drop_stand: bool = False,
+    source: str = "",
+) -> ProblemResult:
+    """Plans one problem and checks the path independently (a planner exception counts as a
+    failure with its message)."""
+    from pyroki_ros import objectives as O
+
+    start = start_configuration(planner, problem)
+    world = to_world(problem, drop_stand)
+    goal = [O.pose(mc.GOAL_LINK, np.asarray(problem.goal_pose))]
+    programs = _programs(planner)
+    t0 = time.perf_counter()
+    try:
+        plan = planner.optimizer.plan(
+            start,
+            goal,
+            world=world,
+            num_steps=num_steps,
+            active_joints=planner.arm,
+            **planner.plan_options,
+        )
+    except Exception as error:  # noqa: BLE001 (a crash fails this problem, not the run)
+        seconds = time.perf_counter() - t0
+        verdict = mc.Verdict(False, math.inf, math.inf, False, -math.inf, -math.inf, "no path")
+        message = f"{type(error).__name__}: {error}"
+        return ProblemResult(
+            problem.name,
+            problem.family,
+            source,
+            False,
+            verdict,
+            seconds,
+            math.nan,
+            message,
+            _programs(planner) - programs if programs >= 0 else -1,
+        )
+    seconds = time.perf_counter() - t0
+    names = list(planner.robot.joint_names)
+    path = np.asarray(plan.path, np.float64)[:, [names.index(j) for j in mc.PANDA.joint_names]]
+    verdict = mc.check_path(path, problem.goal_pose, problem.scene)
+    length = float(np.linalg.norm(np.diff(path[:, :7], axis=0), axis=1).sum())
+    return ProblemResult(
+        problem.name,
+        problem.family,
+        source,
+        bool(plan.success),
+        verdict,
+        seconds,
+        length,
+        str(getattr(plan, "message", "")),
+        _programs(planner) - programs if programs >= 0 else -1,
+    )
+
+
+def _programs(planner: Planner) -> int:
+    """Compiled programs the optimiser holds (-1 when it does not say)."""
+    return int(getattr(planner.optimizer, "compiled_programs", -1))
+
+
+def summarize(results: Sequence[ProblemResult]) -> dict:
+    ms = np.array([r.seconds for r in results]) * 1e3
+    lengths = [r.path_length for r in results if np.isfinite(r.path_length)]
+    return {
+        "problems": len(results),
+        "planner_ok": sum(r.planner_ok for r in results),
+        "check_ok": sum(r.verdict.ok for r in results),
+        "both_ok": sum(r.planner_ok and r.verdict.ok for r in results),
+        "false_success": sum(r.false_success for r in results),
+        "median_ms": float(np.median(ms)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "max_ms": float(ms.max()),
+        "first_ms": float(ms[0]),
+        "new_programs": (
+            sum(r.new_programs for r in results)
+            if all(r.new_programs >= 0 for r in results)
+            else -1
+        ),
+        "path_length": float(np.median(lengths)) if lengths else math.nan,
+    }
+
+
+def select(
+    sets: Sequence[Path], families: Sequence[str] | None, limit: int | None, quick: bool
+) -> list[tuple[str, mp.Problem]]:
+    """(set label, problem) in file order; ``quick``: the demo set and the first problem of
+    each family of the other sets."""
+    out = []
+    for path in sets:
+        label = Path(path).stem
+        counts: dict[str, int] = {}
+        for p in mp.load_problems(path):
+            if families and p.family not in families:
+                continue
+            cap = 1 if quick and Path(path) != mp.DEMO_SET else limit
+            if cap is not None and counts.get(p.family, 0) >= cap:
+                continue
+            counts[p.family] = counts.get(p.family, 0) + 1
+            out.append((label, p))
+    return out
+
+
+def pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100.0 * n / d:.0f} %)" if d else "-"
+
+
+def markdown(
+    rows: list[tuple[str, str, dict]],
+    total: dict,
+    results: Sequence[ProblemResult],
+    meta: dict,
+) -> str:
+    lines = [
+        "# MotionBenchMaker benchmark",
+        "",
+        (
+            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; "
+            f"load average {meta['load_start']} at the start, {meta['load_end']} at the end."
+        ),
+        f"Command: `{meta['command']}`",
+        "",
+        (
+            "Panda on its stand, MotionBenchMaker scenes: robometrics' demo set (5 "
+            "`bookshelf_small` problems) and the set generated by `bench/mbm_problems.py` "
+            "(scenes and queries after MotionBenchMaker, valid by the independent check, never "
+            "filtered by a planner). Planner: `TrajectoryOptimizer.plan`, "
+            f"T = {meta['steps']}, pose goal for `panda_hand`, 7 arm joints active, cylinders "
+            "as capsules"
+            + (", the stand left out of the planner's world" if meta["drop_stand"] else "")
+            + ". "
+            + "; ".join(meta["notes"])
+            + "."
+        ),
+        "",
+        (
+            "*planner*: the plan says success; *check*: the path passes the independent check "
+            "(`test/mbm_check.py`: goal within 1 mm / 1 deg by a float64 numpy FK, joint "
+            "limits, robometrics' Franka spheres except `panda_link0`'s at distance >= 0 from "
+            "the exact cuboids and cylinders, self-collision by robometrics' rule, >= 20 "
+            "points per segment); *both*: the success that counts; *false success*: planner "
+            "yes, check no. Times per plan after a first plan that compiled "
+            f"({meta['first_plan_s']:.1f} s, `{meta['first_problem']}`); *first*: the family's "
+            "first plan in the timed pass; *compiled*: programs the optimiser compiled during the "
+            "timed pass (`compiled_programs` grew: a new obstacle-count bucket or problem "
+            "structure). Path length: median joint-space length (rad)."
+        ),
+        "",
+        (
+            "| set | family | problems | planner | check | both | false success | median | p95 "
+            "| max | first | compiled | path length |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def row(label, family, s):
+        n = s["problems"]
+        return (
+            f"| {label} | {family} | {n} | {pct(s['planner_ok'], n)} | {pct(s['check_ok'], n)} "
+            f"| {pct(s['both_ok'], n)} | {s['false_success']} | {s['median_ms']:.0f} ms "
+            f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['first_ms']:.0f} ms "
+            f"| {s['new_programs'] if s['new_programs'] >= 0 else '?'} "
+            f"| {s['path_length']:.2f} |"
+        )
+
+    lines += [row(label, family, s) for label, family, s in rows]
+    lines.append(row("**all**", "", total))
+    lines += [
+        "",
+        "## Per problem",
+        "",
+        "| set | problem | planner | check | time | why the check failed | planner message |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        message = r.message.replace("|", "/")[:160]
+        lines.append(
+            f"| {r.source} | {r.name} | {'yes' if r.planner_ok else 'no'} "
+            f"| {'yes' if r.verdict.ok else 'no'} | {r.seconds * 1e3:.0f} ms "
+            f"| {r.verdict.reason.replace('|', '/')} | {message} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--problems", type=Path, nargs="+", default=list(DEFAULT_SETS), help="problem files"
+    )
+    parser.add_argument("--quick", action="store_true", help="demo set + 1 problem per family")
+    parser.add_argument("--families", help=f"comma-separated subset of {', '.join(mp.FAMILIES)}")
+    parser.add_argument("--limit", type=int, help="at most this many problems per family and set")
+    parser.add_argument("--steps", type=int, default=64, help="knots T")
+    parser.add_argument(
+        "--drop-stand", action="store_true", help="leave the stand out of the planner's world"
+    )
+    parser.add_argument(
+        "--markdown",
+        default=str(DEFAULT_MARKDOWN),
+        help="report file ('' for none; default docs/benchmarks/mbm.md)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the per-problem results here")
+    args = parser.parse_args(argv)
+    families = args.families.split(",") if args.families else None
+    for name in families or ():
+        if name not in mp.FAMILIES:
+            parser.error(f"unknown family {name!r}")
+    chosen = select(args.problems, families, args.limit, args.quick)
+    if not chosen:
+        parser.error("no problems selected")
+
+    load_start = loadavg()
+    import jax
+
+    planner = make_planner()
+    first_label, first = chosen[0]
+    t0 = time.perf_counter()
+    run_problem(planner, first, num_steps=args.steps, drop_stand=args.drop_stand)
+    first_plan_s = time.perf_counter() - t0
+    print(f"first plan ({first_label} {first.name}, compiles): {first_plan_s:.1f} s", flush=True)
+
+    results = []
+    for label, problem in chosen:
+        r = run_problem(
+            planner, problem, num_steps=args.steps, drop_stand=args.drop_stand, source=label
+        )
+        results.append(r)
+        print(
+            f"{label} {r.name}: planner {'yes' if r.planner_ok else 'no'}, check "
+            f"{'yes' if r.verdict.ok else 'no'} {r.verdict.reason}, {r.seconds:.2f} s, "
+            f"{r.new_programs} new program(s)",
+            flush=True,
+        )
+
+    groups: dict[tuple[str, str], list[ProblemResult]] = {}
+    for r in results:
+        groups.setdefault((r.source, r.family), []).append(r)
+    rows = [(label, family, summarize(rs)) for (label, family), rs in groups.items()]
+    total = summarize(results)
+    argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
+    meta = {
+        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        "machine": (
+            f"{cpu_model()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}, Python "
+            f"{platform.python_version()}, jax {version('jax')}"
+        ),
+        "commit": git_rev(),
+        "command": f".venv/bin/python bench/mbm_benchmark.py {argv_text}".strip(),
+        "steps": args.steps,
+        "drop_stand": args.drop_stand,
+        "notes": planner.notes,
+        "first_plan_s": first_plan_s,
+        "first_problem": f"{first_label} {first.name}",
+        "load_start": load_start,
+        "load_end": loadavg(),
+    }
+    text = markdown(rows, total, results, meta)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(text)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "meta": {k: v for k, v in meta.items() if k != "notes"},
+                    "rows": [{"set": a, "family": b, **s} for a, b, s in rows],
+                    "problems": [
+                        {**dataclasses.asdict(r), "verdict": dataclasses.asdict(r.verdict)}
+                        for r in results
+                    ],
+                },
+                default=str,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""A batch spread over every local device of a platform (``jax.sharding``).
+
+With one device (the usual case) none of this is used: :func:`batch_mesh` is None and the
+solvers call their programs as before. With several (a multi-GPU host, or a CPU run with
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``) a batch of independent problems is
+padded to a multiple of the device count, split along its first axis over a 1-D mesh, and
+every device runs the same program on its share (``shard_map``): no communication during the
+solve, and each device's loops stop on their own instead of waiting for the slowest problem
+of the whole batch.
+
+Across hosts (``jax.distributed.initialize()``), ``jax.local_devices()`` are this process's
+devices: each process spreads its own batch over them (see the README's GPU section).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+AXIS = "batch"  # the mesh's one axis: problems
+ROWS = PartitionSpec(AXIS)  # split along the first axis
+SAME = PartitionSpec()  # a full copy on every device
+
+
+def local_devices(platform: str | None = None) -> list[jax.Device]:
+    """This process's devices of ``platform`` (None: the default backend)."""
+    return jax.local_devices(backend=platform)
+
+
+def device_count(platform: str | None = None) -> int:
+    """Number of local devices a batch is spread over (1: no sharding)."""
+    return len(local_devices(platform))
+
+
+@functools.cache
+def batch_mesh(platform: str | None = None) -> Mesh | None:
+    """A 1-D mesh (axis ``"batch"``) over the local devices of ``platform``; None with one
+    device, so that callers keep their plain single-device path."""
+    devices = local_devices(platform)
+    if len(devices) < 2:
+        return None
+    return Mesh(np.array(devices), (AXIS,))
+
+
+def padded_size(n: int, mesh: Mesh | None) -> int:
+    """``n`` rounded up to a multiple of the mesh's device count (``n`` without a mesh)."""
+    if mesh is None:
+        return n
+    return math.ceil(n / mesh.size) * mesh.size
+
+
+def pad_rows(tree: Any, size: int) -> Any:
+    """Every array leaf (n, ...) of ``tree`` grown to (size, ...) with copies of its last
+    row (numpy, on the host): padding problems that solve like a real one, then dropped."""
+
+    def pad(x):
+        x = np.asarray(x)
+        if x.shape[0] >= size:
+            return x
+        return np.concatenate([x, np.repeat(x[-1:], size - x.shape[0], 0)])
+
+    return jax.tree.map(pad, tree)
+
+
+def shard_batch(x: Any, mesh: Mesh | None = None) -> Any:
+    """Array leaves of ``x`` (n, ...) split along their first axis over ``mesh`` (default:
+    the default backend's batch mesh; n a multiple of its size). Unchanged without one."""
+    mesh = batch_mesh() if mesh is None else mesh
+    if mesh is None:
+        return x
+    return jax.device_put(x, NamedSharding(mesh, ROWS))
+
+
+def over_devices(
+    fn: Callable, mesh: Mesh, in_specs: Any | Callable[..., Any], out_specs: Any = ROWS
+) -> Callable:
+    """``fn`` jitted to run once per device on its share of the batch (``shard_map``).
+
+    ``in_specs``: per argument ``ROWS`` (split along the first axis) or ``SAME`` (copied), as
+    a pytree prefix of the arguments, or a function of the arguments returning one (called
+    when tracing: for arguments whose pytree structure varies between calls). ``fn`` sees
+    (n / devices, ...) rows and must not mix rows: each device's answers may only depend on
+    its own rows. The outputs are ``jax.Array`` split the same way (``out_specs``).
+    """
+    # check_vma off: the solvers' loop carries start from constants (the same on every
+    # device) and then take device-specific values, which the varying-axis check rejects;
+    # the bodies never communicate, so there is nothing for it to check.
+    split = functools.partial(jax.shard_map, mesh=mesh, out_specs=out_specs, check_vma=False)
+    if not callable(in_specs):
+        return jax.jit(split(fn, in_specs=in_specs))
+
+    def run(*args):
+        return split(fn, in_specs=in_specs(*args))(*args)
+
+    return jax.jit(run)
+
+
+# One sharded wrapper per (program, mesh, specs), dropped with the program: a caller's cache
+# that evicts a program frees its wrapper too (the wrapper holds the program only weakly).
+_WRAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def over_devices_cached(
+    fn: Callable, mesh: Mesh, in_specs: Callable[..., Any], out_specs: Any = ROWS
+) -> Callable:
+    """:func:`over_devices` of ``fn``, made once per (``fn``, mesh, specs) and kept while
+    ``fn`` lives (for callers that keep ``fn`` in a cache of their own)."""
+    per_fn = _WRAPPED.setdefault(fn, {})
+    key = (mesh, in_specs, out_specs)
+    wrapped = per_fn.get(key)
+    if wrapped is None:
+        ref = weakref.ref(fn)
+        wrapped = per_fn[key] = over_devices(lambda *a: ref()(*a), mesh, in_specs, out_specs)
+    return wrapped

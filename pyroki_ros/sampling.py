@@ -1,0 +1,480 @@
+"""Global planning step: RRT-Connect over the trajectory optimiser's sphere model.
+
+A straight or randomly bent start path refined by local optimisation cannot leave one shelf
+bin or cage and enter another; a sampling-based planner can. Its path (start to one of the
+goal configurations) is shortcut, resampled to the plan's knots and handed to
+:meth:`pyroki_ros.trajopt.TrajectoryOptimizer.optimize` as an initial path, which refines
+smoothness and clearance; the optimiser's dense check still decides success.
+
+Validity is the optimiser's rule: :func:`pyroki_ros.collision.checked_pairs` masks (the same
+``contacts`` and moving joints), its sphere model, a clearance of at least ``margin`` to the
+world and between self pairs, and joint limits (samples and interpolations stay inside the
+limit box, which is convex). Only active joints move; the others keep the start's value.
+
+Configurations are checked in batches by one compiled program of a fixed batch size
+(:data:`CHUNK`, so only a new obstacle bucket compiles again): an edge is sampled at a fixed
+joint-space resolution (largest joint step), and every edge of a round (all tree extensions,
+then all connection attempts) is checked in the same calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from typing import TYPE_CHECKING
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import collision as col
+
+if TYPE_CHECKING:
+    from .trajopt import TrajectoryOptimizer
+
+CHUNK = 512  # configurations per call of the compiled check (one program for every scene)
+RESOLUTION = 0.05  # rad, largest joint step between two checked points of an edge
+STEP = 1.0  # rad, Euclidean (active joints) length of one tree extension
+BATCH = 32  # samples drawn (tree extensions) per round
+CONNECT = 8  # new nodes per round that try to connect to the other tree
+SHORTCUT_ROUNDS = 6
+SHORTCUT_PAIRS = 24  # random vertex pairs tried per shortcut round
+# m of clearance per rad from a start or goal closer than the margin (Checker.relax_near). At
+# 0.1 the goal trees of grasps (fingers 1-5 mm from the object) rarely grew: 3 of 6 MBM
+# problems found in 2 s; at 0.02 all 6 (table_pick/1, /3, /6, table_under_pick/9, cage/5,
+# bookshelf_tall/6 of test/data/mbm/generated_seed0.yaml).
+FUNNEL = 0.02
+GOAL_IK_SEEDS = 16  # per batched IK solve (the plan's own goal search compiles this size)
+GOAL_IK_CALLS = 2
+GOAL_KEEP = 6  # clearest distinct goal configurations the goal tree starts from
+
+
+@dataclasses.dataclass(frozen=True)
+class RRTResult:
+    """What :func:`rrt_connect` found.
+
+    Attributes:
+        path: (m, n) vertices from the start to a goal configuration (every edge valid at the
+            checker's resolution), or None.
+        success: a path was found.
+        reason: "" on success, else why not (no valid goal, start invalid, budget spent).
+        goal_index: which goal configuration the path ends at (-1 without a path).
+        rounds: rounds of batched extension done.
+        nodes: tree nodes in both trees together.
+        checked: configurations checked.
+        seconds: wall time.
+    """
+
+    path: np.ndarray | None
+    success: bool
+    reason: str
+    goal_index: int
+    rounds: int
+    nodes: int
+    checked: int
+    seconds: float
+
+
+class Checker:
+    """Batched validity of configurations and edges under the optimiser's collision rule.
+
+    Args:
+        planner: gives the robot, sphere model, padded world and compiled clearance program.
+        world: the obstacles (None: none).
+        contacts: contact rules (:func:`col.checked_pairs`).
+        active: (n,) bool, the joints that move.
+        margin: a configuration is valid with clearance >= margin (m).
+    """
+
+    def __init__(
+        self,
+        planner: TrajectoryOptimizer,
+        world: col.World | None,
+        contacts: col.ContactRules,
+        active: np.ndarray,
+        margin: float,
+    ):
+        self.planner = planner
+        world = planner._empty_world if world is None else world
+        self._padded = planner._padded_world(world)
+        self._checked = planner._checked(world, self._padded, contacts, np.asarray(active, bool))
+        self.margin = float(margin)
+        self.active = np.asarray(active, bool)
+        self.count = 0  # configurations checked so far
+        self._ends = np.zeros((0, len(self.active)))
+        self._end_clearance = np.zeros(0)
+
+    def relax_near(self, q: np.ndarray, clearance: np.ndarray) -> None:
+        """Lets configurations near q (k, n) (a start or goal closer than the margin, or in
+        collision) be as close as those are: within ``FUNNEL`` m per rad (Euclidean over
+        active joints) of their ``clearance`` (k,), so that a path can leave and reach them
+        while the rest of it keeps the margin."""
+        self._ends = np.asarray(q, np.float64).reshape(-1, len(self.active))
+        self._end_clearance = np.asarray(clearance, np.float64)
+
+    def clearance(self, q: np.ndarray) -> np.ndarray:
+        """(B,) smallest checked clearance (m) of configurations q (B, n), in chunks of
+        CHUNK (padded with the first row) so every call runs the same program."""
+        q = np.asarray(q, self.planner._dtype)
+        if self.planner.spheres is None or len(q) == 0:
+            return np.full(len(q), np.inf)
+        out = np.empty(len(q))
+        for at in range(0, len(q), CHUNK):
+            part = q[at : at + CHUNK]
+            block = np.concatenate([part, np.repeat(part[:1], CHUNK - len(part), 0)])
+            d = self.planner._clearance_program(jnp.asarray(block), self._padded, *self._checked)
+            out[at : at + len(part)] = np.asarray(d)[: len(part)]
+        self.count += len(q)
+        return out
+
+    def valid(self, q: np.ndarray) -> np.ndarray:
+        """(B,) bool: q (B, n) at least ``margin`` clear (less near :meth:`relax_near`'s
+        configurations)."""
+        q = np.asarray(q, np.float64)
+        threshold = np.full(len(q), self.margin)
+        if len(self._ends):
+            gap = q[:, None, self.active] - self._ends[None, :, self.active]  # (B, k, a)
+            near = self._end_clearance + FUNNEL * np.linalg.norm(gap, axis=-1)
+            threshold = np.minimum(threshold, near.min(axis=1))
+        return self.clearance(q) >= threshold
+
+    def edges(
+        self, a: np.ndarray, b: np.ndarray, resolution: float = RESOLUTION
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Checks straight edges a -> b (E, n) each (``a`` assumed valid) at ``resolution``.
+
+        Returns:
+            (E,) fraction of each edge valid from ``a`` (1.0: the whole edge), and (E, n) the
+            last valid checked point of each (``a`` when its first step is invalid).
+        """
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        steps = np.maximum(np.ceil(np.max(np.abs(b - a), axis=1) / resolution), 1).astype(int)
+        edge = np.repeat(np.arange(len(a)), steps)
+        first = np.concatenate([[0], np.cumsum(steps)[:-1]])
+        k = np.arange(edge.size) - first[edge] + 1  # 1 .. steps: a itself is not checked
+        frac = k / steps[edge]
+        points = a[edge] + frac[:, None] * (b - a)[edge]
+        ok = self.valid(points) if points.size else np.zeros(0, bool)
+        # First invalid point per edge: its valid prefix ends one step before it.
+        bad_k = np.where(ok, steps[edge] + 1, k)
+        first_bad = np.full(len(a), np.iinfo(np.int64).max)
+        np.minimum.at(first_bad, edge, bad_k)
+        good = np.minimum(first_bad, steps + 1) - 1  # valid steps from a
+        fraction = good / steps
+        last = a + fraction[:, None] * (b - a)
+        return fraction, last
+
+
+class _Tree:
+    """Nodes (N, n), parents (N,) (-1 at a root) and roots (N,) (the root each descends
+    from), grown in place."""
+
+    def __init__(self, roots: np.ndarray):
+        self.q = np.array(roots, np.float64)
+        self.parent = np.full(len(roots), -1)
+        self.root = np.arange(len(roots))
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    def add(self, q: np.ndarray, parent: np.ndarray) -> np.ndarray:
+        """Appends nodes q (k, n) with parents (k,); returns their indices (k,)."""
+        index = np.arange(len(self.q), len(self.q) + len(q))
+        self.q = np.concatenate([self.q, q])
+        self.parent = np.concatenate([self.parent, parent])
+        self.root = np.concatenate([self.root, self.root[parent]])
+        return index
+
+    def nearest(self, q: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """(k,) index of the node nearest each of q (k, n), Euclidean over active joints."""
+        diff = self.q[None, :, active] - q[:, None, active]
+        return np.argmin(np.einsum("kni,kni->kn", diff, diff), axis=1)
+
+    def branch(self, i: int) -> np.ndarray:
+        """(m, n) from node i up to its root."""
+        out = []
+        while i >= 0:
+            out.append(self.q[i])
+            i = int(self.parent[i])
+        return np.asarray(out)
+
+
+def rrt_connect(
+    checker: Checker,
+    start: np.ndarray,
+    goals: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    active: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    budget: float = 1.0,
+    max_rounds: int = 10_000,
+    step: float = STEP,
+    batch: int = BATCH,
+    connect: int = CONNECT,
+    resolution: float = RESOLUTION,
+) -> RRTResult:
+    """Batched RRT-Connect from ``start`` (n,) to any of ``goals`` (G, n).
+
+    Each round draws ``batch`` samples, extends the current tree's nearest nodes towards them
+    by at most ``step`` (Euclidean over active joints; the valid prefix of each extension is
+    kept), then the other tree tries to reach the ``connect`` new nodes nearest to it with
+    straight edges (connect: the valid prefix of each becomes a node of the other tree; a
+    whole edge joins the trees). The trees swap roles every round. Before the first round
+    the direct edges start -> goal are tried. Goals that are not valid are dropped.
+
+    Args:
+        checker: the validity rule (:class:`Checker`).
+        lower, upper: (n,) joint limits (finite: samples are drawn between them).
+        active: (n,) bool: joints that move; the others keep the start's value.
+        rng: the random source (a result is deterministic for a seed).
+        budget: seconds; the search stops after the first round past it.
+        max_rounds: at most this many rounds.
+    """
+    clock = time.perf_counter()
+    active = np.asarray(active, bool)
+    start = np.asarray(start, np.float64)
+    goals = np.atleast_2d(np.asarray(goals, np.float64)).copy()
+    goals[:, ~active] = start[~active]
+
+    def result(path, reason, goal=-1, rounds=0, nodes=0) -> RRTResult:
+        return RRTResult(
+            path,
+            path is not None,
+            reason,
+            goal,
+            rounds,
+            nodes,
+            checker.count,
+            time.perf_counter() - clock,
+        )
+
+    if not checker.valid(start[None])[0]:
+        return result(None, "start is not clear of obstacles by the margin")
+    usable = np.flatnonzero(checker.valid(goals)) if len(goals) else np.zeros(0, int)
+    if len(usable) == 0:
+        return result(None, "no goal configuration is clear of obstacles by the margin")
+    fraction, _ = checker.edges(np.repeat(start[None], len(usable), 0), goals[usable], resolution)
+    if (fraction >= 1).any():
+        g = int(usable[np.argmax(fraction >= 1)])
+        return result(np.stack([start, goals[g]]), "", g)
+
+    trees = [_Tree(start[None]), _Tree(goals[usable])]
+    lo = np.where(np.isfinite(lower), lower, -math.pi)[active]
+    hi = np.where(np.isfinite(upper), upper, math.pi)[active]
+    rounds = 0
+    while rounds < max_rounds and time.perf_counter() - clock < budget:
+        grow, other = trees[rounds % 2], trees[1 - rounds % 2]
+        rounds += 1
+        samples = np.repeat(start[None], batch, 0)
+        samples[:, active] = rng.uniform(lo, hi, (batch, int(active.sum())))
+        near = grow.nearest(samples, active)
+        delta = samples - grow.q[near]
+        length = np.linalg.norm(delta[:, active], axis=1)
+        targets = grow.q[near] + delta * np.minimum(1.0, step / np.maximum(length, 1e-12))[:, None]
+        fraction, reached = checker.edges(grow.q[near], targets, resolution)
+        moved = fraction * np.minimum(length, step) > resolution  # a real step, not a stall
+        if not moved.any():
+            continue
+        new = grow.add(reached[moved], near[moved])
+        # Connect: the other tree's nearest nodes head straight for the new nodes nearest it.
+        toward = other.nearest(grow.q[new], active)
+        gap = np.linalg.norm(grow.q[new][:, active] - other.q[toward][:, active], axis=1)
+        pick = np.argsort(gap, kind="stable")[:connect]
+        fraction, reached = checker.edges(other.q[toward[pick]], grow.q[new[pick]], resolution)
+        joined = np.flatnonzero(fraction >= 1)
+        if len(joined):
+            j = pick[joined[np.argmin(gap[pick[joined]])]]
+            mine, theirs = grow.branch(int(new[j])), other.branch(int(toward[j]))
+            path = np.concatenate([mine[::-1], theirs])  # grow's root ... other's root
+            goal_tree = other if rounds % 2 == 1 else grow
+            end = toward[j] if goal_tree is other else new[j]
+            if goal_tree is grow:
+                path = path[::-1]
+            goal = int(usable[goal_tree.root[int(end)]])
+            return result(path, "", goal, rounds, len(trees[0]) + len(trees[1]))
+        progress = fraction * gap[pick] > resolution
+        if progress.any():
+            other.add(reached[progress], toward[pick][progress])
+    return result(
+        None,
+        f"no path found within {budget:.3g} s ({rounds} rounds)",
+        rounds=rounds,
+        nodes=len(trees[0]) + len(trees[1]),
+    )
+
+
+def subdivide(path: np.ndarray, longest: float) -> np.ndarray:
+    """(m', n): ``path`` (m, n) with points inserted so that no segment is longer than
+    ``longest`` (Euclidean)."""
+    out = [path[:1]]
+    for a, b in itertools.pairwise(path):
+        pieces = max(1, math.ceil(np.linalg.norm(b - a) / longest))
+        f = (np.arange(1, pieces + 1) / pieces)[:, None]
+        out.append(a + f * (b - a))
+    return np.concatenate(out)
+
+
+def shortcut(
+    checker: Checker,
+    path: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    rounds: int = SHORTCUT_ROUNDS,
+    pairs: int = SHORTCUT_PAIRS,
+    longest: float = 0.5,
+    resolution: float = RESOLUTION,
+) -> np.ndarray:
+    """A shorter path (m', n) with the same ends: ``path`` (m, n) subdivided (segments of at
+    most ``longest``), then per round ``pairs`` random vertex pairs (i, j > i + 1) checked at
+    once; the valid straight edges that save most replace the vertices between their ends,
+    as many as do not overlap."""
+    path = subdivide(np.asarray(path, np.float64), longest)
+    for _ in range(rounds):
+        m = len(path)
+        if m < 3:
+            break
+        i = rng.integers(0, m - 2, pairs)
+        j = rng.integers(i + 2, m)
+        fraction, _ = checker.edges(path[i], path[j], resolution)
+        seg = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))]
+        saved = (seg[j] - seg[i]) - np.linalg.norm(path[j] - path[i], axis=1)
+        taken = np.zeros(m, bool)  # vertices strictly inside a chosen shortcut
+        cuts: list[tuple[int, int]] = []
+        for c in np.argsort(-saved, kind="stable"):
+            if fraction[c] < 1 or saved[c] <= 1e-6:
+                continue
+            if any(not (j[c] <= a or i[c] >= b) for a, b in cuts):
+                continue  # overlaps one taken already
+            taken[i[c] + 1 : j[c]] = True
+            cuts.append((int(i[c]), int(j[c])))
+        path = path[~taken]
+    return path
+
+
+def resample(path: np.ndarray, t_count: int) -> np.ndarray:
+    """(T, n): ``path`` (m, n) at T knots, its vertices among them where m <= T (so corners
+    are not cut); the T - 1 intervals shared out to the segments by their Euclidean length
+    (at least one each). With more vertices than knots: evenly by arc length."""
+    path = np.asarray(path, np.float64)
+    lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
+    keep = np.r_[True, lengths > 1e-9]
+    path, lengths = path[keep], lengths[keep[1:]]
+    if len(path) == 1:
+        return np.repeat(path, t_count, 0)
+    segments = len(lengths)
+    if segments > t_count - 1:
+        s = np.r_[0.0, np.cumsum(lengths)]
+        at = np.linspace(0.0, s[-1], t_count)
+        return np.stack([np.interp(at, s, path[:, i]) for i in range(path.shape[1])], 1)
+    share = lengths / lengths.sum() * (t_count - 1 - segments)
+    counts = 1 + np.floor(share).astype(int)
+    left = t_count - 1 - counts.sum()
+    counts[np.argsort(-(share - np.floor(share)), kind="stable")[:left]] += 1
+    out = [path[:1]]
+    for a, b, c in zip(path[:-1], path[1:], counts):
+        f = (np.arange(1, c + 1) / c)[:, None]
+        out.append(a + f * (b - a))
+    return np.concatenate(out)
+
+
+def goal_configurations(
+    planner: TrajectoryOptimizer,
+    checker: Checker,
+    goal_objectives: tuple,
+    start: np.ndarray,
+    active_joints: tuple[str, ...] | None,
+    rng: np.random.Generator,
+    calls: int = GOAL_IK_CALLS,
+    keep: int = GOAL_KEEP,
+) -> np.ndarray:
+    """(k, n), k <= ``keep``: distinct IK solutions of the goal (> 0.1 rad apart in some
+    joint), clearest first, from ``calls`` batched solves of GOAL_IK_SEEDS random seeds
+    (inactive joints at the start's value). The IK knows no obstacles: in clutter most of its
+    solutions collide, and the clearest of many is the goal a path can reach."""
+    start = np.asarray(start, np.float64)
+    lower = np.where(np.isfinite(planner._lower), planner._lower, -math.pi)
+    upper = np.where(np.isfinite(planner._upper), planner._upper, math.pi)
+    fixed = np.zeros(len(start), bool)
+    if active_joints is not None:
+        fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
+    found = []
+    for _ in range(calls):
+        seeds = rng.uniform(lower, upper, (GOAL_IK_SEEDS, len(start)))
+        seeds[:, fixed] = start[fixed]
+        ik = planner.ik.solve(goal_objectives, seed=seeds, active_joints=active_joints)
+        found.append(np.asarray(ik.q, np.float64)[np.asarray(ik.success)])
+    q = np.concatenate(found)
+    if len(q) == 0:
+        return q.reshape(0, len(start))
+    q = q[np.argsort(-checker.clearance(q), kind="stable")]
+    kept: list[np.ndarray] = []
+    for c in q:
+        if all(np.max(np.abs(c - k)) > 0.1 for k in kept):
+            kept.append(c)
+    return np.asarray(kept[:keep])
+
+
+def global_path(
+    planner: TrajectoryOptimizer,
+    start: np.ndarray,
+    goals: list[np.ndarray],
+    active: np.ndarray,
+    t_count: int,
+    *,
+    world: col.World | None,
+    contacts: col.ContactRules,
+    margin: float,
+    budget: float,
+    seed: int = 0,
+    goal_objectives: tuple = (),
+    active_joints: tuple[str, ...] | None = None,
+) -> tuple[np.ndarray | None, RRTResult]:
+    """An initial path (T, n) for :meth:`TrajectoryOptimizer.optimize` from RRT-Connect
+    (start to any of ``goals``), shortcut and resampled to ``t_count`` knots, or None.
+
+    With ``goal_objectives`` (a pose goal) the goals also include the clearest of
+    GOAL_IK_CALLS x GOAL_IK_SEEDS further IK solutions (:func:`goal_configurations`).
+
+    Valid: clearance >= ``margin`` (plan() passes a quarter of its margin: the optimiser pushes
+    the path out to the whole margin), less near a start or goal that sits closer or
+    collides (:meth:`Checker.relax_near`). Deterministic for ``seed``. None also when the
+    answer is the straight line to one of the given ``goals`` (a caller's first start path)
+    or the planner has no spheres (nothing to plan around)."""
+    if planner.spheres is None:
+        return None, RRTResult(None, False, "no sphere model", -1, 0, 0, 0, 0.0)
+    rng = np.random.default_rng([seed, 7])
+    active = np.asarray(active, bool)
+    checker = Checker(planner, world, contacts, active, margin)
+    goals = np.atleast_2d(np.asarray(goals, np.float64))
+    given = goals.copy()
+    if goal_objectives:
+        more = goal_configurations(planner, checker, goal_objectives, start, active_joints, rng)
+        goals = np.concatenate([goals, more])
+    clear = checker.clearance(goals) >= 0
+    if clear.any():  # a path to a colliding goal cannot be the answer when a clear one exists
+        goals = goals[clear]
+    ends = np.concatenate([np.asarray(start, np.float64)[None], goals])
+    # Goal poses in clutter often have no configuration clear by the margin (or at all, with
+    # this sphere model): the path may come as close near its ends; the optimiser then moves
+    # the goal knot out.
+    checker.relax_near(ends, checker.clearance(ends) - 1e-4)
+    found = rrt_connect(
+        checker,
+        start,
+        goals,
+        planner._lower,
+        planner._upper,
+        active,
+        rng,
+        budget=budget,
+    )
+    if found.path is None:
+        return None, found
+    if len(found.path) == 2 and np.any(np.all(np.abs(given - found.path[-1]) < 1e-9, axis=1)):
+        return None, found  # the straight line to a given goal: the caller has that one
+    path = shortcut(checker, found.path, rng)
+    found = dataclasses.replace(found, checked=checker.count)
+    return resample(path, t_count), found

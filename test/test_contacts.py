@@ -1,0 +1,153 @@
+"""Allowed contacts (collision.checked_pairs, TrajectoryOptimizer.plan's ``contacts``): links
+that no active joint moves are not checked against the world, allowed (link, obstacle) and
+(link, link) pairs are not checked, everything else is; a start in collision is refused and
+named. Paths are checked by the independent numpy sphere model (collision_reference), with
+only the allowed contacts left out."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import collision_reference as cref
+import plan_check as check
+from reference_fk import reference_fk
+
+from pyroki_ros import Robot
+from pyroki_ros.collision import ContactRules, RobotSpheres, World, checked_pairs
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.trajopt import START_IN_COLLISION, TrajectoryOptimizer
+
+START = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.7, 0.02])
+GOAL = START + np.array([0.5, 0.3, -0.2, 0.4, 0.2, -0.3, 0.3, 0.0])
+# The stand under the robot: its top face at z = 0, where panda_link0 sits.
+STAND = {"box_poses": [[1.0, 0, 0, 0, 0, 0, -0.1]], "box_half_extents": [[0.2, 0.2, 0.1]]}
+HAND_LINKS = ("panda_hand", "panda_leftfinger", "panda_rightfinger")
+
+
+@pytest.fixture(scope="module")
+def panda():
+    robot = Robot.from_urdf(urdf_path("panda"))
+    spheres = RobotSpheres.embedded("panda", robot)
+    return robot, spheres, TrajectoryOptimizer(robot, spheres), check.SphereModel(spheres)
+
+
+def reference_clearance(model, path, obstacles: dict, skip) -> float:
+    """Smallest sphere-obstacle clearance along the densely sampled path, pairs (sphere index,
+    obstacle index) for which ``skip(link, obstacle)`` is true left out; independent code."""
+    smallest = np.inf
+    for q in check.dense(np.asarray(path), 10):
+        c = cref.sphere_centers(model.urdf, model.links, model.centers, q)
+        d = cref.world_distances(c, model.radii, obstacles)  # (S, O)
+        for s, link in enumerate(model.links):
+            for o in range(d.shape[1]):
+                if not skip(link, o):
+                    smallest = min(smallest, d[s, o])
+    return smallest
+
+
+def moved_by(robot, joints: set[str]) -> set[str]:
+    """Links that a joint of ``joints`` moves, from the URDF tree walked here (reference)."""
+    import yourdfpy
+
+    urdf = yourdfpy.URDF.load(str(urdf_path("panda")), load_meshes=False)
+    parent_joint = {j.child: j for j in urdf.robot.joints}
+    moved = set()
+    for link in robot.link_names:
+        name = link
+        while name in parent_joint:
+            joint = parent_joint[name]
+            mimic = joint.mimic.joint if joint.mimic is not None else None
+            if joint.name in joints or mimic in joints:
+                moved.add(link)
+                break
+            name = joint.parent
+    return moved
+
+
+def test_checked_pairs_follow_the_rule(panda):
+    robot, spheres, _, _ = panda
+    world = World.create(
+        sphere_centers=[[0.5, 0, 0.5], [0.0, 0.5, 0.5]],
+        sphere_radii=[0.05, 0.05],
+        **STAND,
+        names=["cup", "ball", "stand"],
+    )
+    active = {"panda_joint5", "panda_joint6", "panda_joint7"}
+    moving = np.isin(robot.joint_names, sorted(active))
+    rules = ContactRules(allowed=(("cup", "panda_hand"), ("panda_link6", "panda_hand")))
+    world_ok, self_ok = checked_pairs(robot, spheres, world, rules, moving)
+    moved = moved_by(robot, active)
+    for s, link in enumerate(spheres.link_names):
+        for o, name in enumerate(world.names):
+            expected = link in moved and not (link == "panda_hand" and name == "cup")
+            assert world_ok[s, o] == expected, (link, name)
+    for p, (i, j) in enumerate(np.asarray(spheres.self_pairs)):
+        a, b = spheres.link_names[i], spheres.link_names[j]
+        expected = (a in moved or b in moved) and {a, b} != {"panda_link6", "panda_hand"}
+        assert self_ok[p] == expected, (a, b)
+    # Everything checked when asked, and unknown names are errors that name them.
+    world_ok, self_ok = checked_pairs(robot, spheres, world, ContactRules(check_fixed_links=True))
+    assert world_ok.all() and self_ok.all()
+    with pytest.raises(ValueError, match="'mug'"):
+        checked_pairs(robot, spheres, world, ContactRules(allowed=(("panda_hand", "mug"),)))
+    with pytest.raises(ValueError, match="two obstacles"):
+        checked_pairs(robot, spheres, world, ContactRules(allowed=(("cup", "ball"),)))
+
+
+def test_a_robot_on_its_stand_plans_and_the_stand_counts_only_when_asked(panda):
+    _, _, planner, model = panda
+    world = World.create(**STAND, names=["stand"])
+    d, link, other = planner.deepest_contact(START, world, ContactRules(check_fixed_links=True))
+    assert d < 0 and link == "panda_link0" and other == "stand"  # the base sits in it
+
+    plan = planner.plan(START, GOAL, world=world, num_steps=32)
+    assert plan.success, plan.message
+    base = lambda link, o: link == "panda_link0"
+    assert reference_clearance(model, plan.path, STAND, base) >= 0
+
+    refused = planner.plan(
+        START, GOAL, world=world, num_steps=32, contacts=ContactRules(check_fixed_links=True)
+    )
+    assert not refused.success and refused.reason == START_IN_COLLISION
+    assert "panda_link0" in refused.message and "stand" in refused.message
+
+
+def test_a_start_in_collision_is_named_and_an_allowed_contact_plans_out_of_it(panda):
+    _, _, planner, model = panda
+    hand = reference_fk(model.urdf, START)["panda_hand"]
+    between_fingers = hand[:3, :3] @ [0, 0, 0.1] + hand[:3, 3]
+    cup = {"sphere_centers": [between_fingers], "sphere_radii": [0.03]}
+    wall = {"box_poses": [[1.0, 0, 0, 0, 0, -0.7, 0.5]], "box_half_extents": [[0.5, 0.02, 0.5]]}
+    world = World.create(**cup, **wall, names=["cup", "wall"])
+
+    refused = planner.plan(START, GOAL, world=world, num_steps=32)
+    assert refused.reason == START_IN_COLLISION and not refused.success
+    assert "cup" in refused.message and any(h in refused.message for h in HAND_LINKS)
+
+    allowed = ContactRules(allowed=tuple((h, "cup") for h in HAND_LINKS))
+    plan = planner.plan(START, GOAL, world=world, num_steps=32, contacts=allowed)
+    assert plan.success, plan.message
+    obstacles = {**cup, **wall}  # cup first (spheres), then the wall (boxes)
+    hand_in_cup = lambda link, o: link == "panda_link0" or (link in HAND_LINKS and o == 0)
+    assert reference_clearance(model, plan.path, obstacles, hand_in_cup) >= 0
+    # Not allowed: the hand against the wall, the arm against the cup.
+    assert reference_clearance(model, plan.path, wall, lambda link, o: link == "panda_link0") >= 0
+
+
+def test_links_of_held_joints_do_not_count_against_obstacles(panda):
+    _, _, planner, model = panda
+    link3 = reference_fk(model.urdf, START)["panda_link3"]
+    world = World.create(sphere_centers=[link3[:3, 3]], sphere_radii=[0.05], names=["post"])
+    wrist = ("panda_joint5", "panda_joint6", "panda_joint7")
+    goal = START.copy()
+    goal[4:7] += [0.3, -0.3, 0.3]
+    refused = planner.plan(START, goal, world=world, num_steps=16)
+    assert refused.reason == START_IN_COLLISION and "post" in refused.message
+    plan = planner.plan(START, goal, world=world, num_steps=16, active_joints=wrist)
+    assert plan.success, plan.message
+    np.testing.assert_allclose(plan.path[:, :4], np.broadcast_to(START[:4], (16, 4)), atol=1e-9)

@@ -1,0 +1,160 @@
+"""MotionBenchMaker problem files and generator (bench/mbm_problems.py) and the benchmark's
+per-problem function (bench/mbm_benchmark.py).
+
+The generated set (test/data/mbm/generated_seed0.yaml) is committed data: these tests check
+that it is valid by the independent check, that the generator is deterministic and still makes
+it, and that it stays small. Planner success is not asserted here (yet)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import mbm_check as mc
+import mbm_problems as mp
+
+FAMILIES = (
+    "bookshelf_small",
+    "bookshelf_tall",
+    "bookshelf_thin",
+    "cage",
+    "box",
+    "table_pick",
+    "table_under_pick",
+)
+
+
+def test_load_demo_set():
+    problems = mp.load_problems(mp.DEMO_SET)
+    assert len(problems) == 5
+    assert [p.name for p in problems] == [f"bookshelf_small/{i}" for i in range(5)]
+    for p in problems:
+        assert p.family == "bookshelf_small"
+        assert [c.name for c in p.cuboids] == ["cube0", "cube1", "cube2", "cube3", mp.STAND.name]
+        assert len(p.cylinders) == 3
+        assert p.start.shape == (7,) and p.goal_pose.shape == (7,)
+        assert p.goal_ik.ndim == 2 and p.goal_ik.shape[1] == 7 and len(p.goal_ik) >= 11
+        np.testing.assert_allclose(np.linalg.norm(p.goal_pose[:4]), 1.0, atol=1e-6)
+        assert p.cuboids[-1].pose == mp.STAND.pose and p.cuboids[-1].dims == mp.STAND.dims
+        assert not p.start.flags.writeable
+    # The file's [x, y, z, qw, qx, qy, qz] became wxyz_xyz.
+    raw = yaml.safe_load(mp.DEMO_SET.read_text())["bookshelf_small_panda"][0]
+    pose = raw["obstacles"]["cuboid"]["cube0"]["pose"]
+    assert problems[0].cuboids[0].pose == (*pose[3:], *pose[:3])
+    goal = raw["goal_pose"]
+    np.testing.assert_array_equal(
+        problems[0].goal_pose, [*goal["quaternion_wxyz"], *goal["position_xyz"]]
+    )
+
+
+def test_dump_and_load_round_trip(tmp_path):
+    problems = mp.load_problems(mp.DEMO_SET)
+    path = tmp_path / "copy.yaml"
+    mp.dump_problems(problems, path, header="a copy")
+    assert path.read_text().startswith("# a copy\n")
+    again = mp.load_problems(path)
+    assert len(again) == len(problems)
+    for a, b in zip(problems, again, strict=True):
+        assert (a.name, a.family, a.cuboids, a.cylinders) == (
+            b.name,
+            b.family,
+            b.cuboids,
+            b.cylinders,
+        )
+        for field in ("start", "goal_pose", "goal_ik"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert yaml.safe_load(path.read_text()) == yaml.safe_load(mp.DEMO_SET.read_text())
+
+
+def test_generated_set_is_valid_by_the_independent_check():
+    """Every problem of the committed set: start and every goal configuration inside the
+    limits, collision-free (robometrics' spheres, panda_link0 excepted; no self collision),
+    the goal configurations at the goal pose (1e-6 m / rad, far inside 1 mm / 1 deg)."""
+    assert mp.GENERATED_SET.stat().st_size < 1_000_000
+    problems = mp.load_problems(mp.GENERATED_SET)
+    by_family: dict[str, int] = {}
+    for p in problems:
+        by_family[p.family] = by_family.get(p.family, 0) + 1
+        scene = p.scene
+        assert mp.validate(p) == [], p.name
+        assert mc.configuration_valid(p.start, scene)[0], p.name
+        assert 1 <= len(p.goal_ik) <= mp.GOAL_IK_KEEP
+        assert mc.configuration_valid(p.goal_ik, scene).all(), p.name
+        for q in p.goal_ik:
+            p_err, r_err = mc.goal_errors(q, p.goal_pose)
+            assert p_err < 1e-6 and r_err < 1e-6, p.name
+        # The robot stands on the stand, like robometrics' sets; the nominal scene's objects.
+        assert p.cuboids[0] == mp.STAND
+        shapes = mp.FAMILIES[p.family].shapes
+        assert {o.name for o in p.cuboids[1:]} == {s.name for s in shapes if s.kind == "box"}
+        assert {o.name for o in p.cylinders} == {s.name for s in shapes if s.kind == "cylinder"}
+        if p.family != "table_under_pick":
+            np.testing.assert_array_equal(p.start, mp.READY)
+    assert by_family == dict.fromkeys(FAMILIES, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("family", "index"), [("bookshelf_tall", 0), ("table_under_pick", 8)])
+def test_generator_is_deterministic_and_makes_the_committed_set(family, index):
+    first, _ = mp.generate_problem(mp.FAMILIES[family], index, seed=0)
+    again, _ = mp.generate_problem(mp.FAMILIES[family], index, seed=0)
+    assert first.to_yaml() == again.to_yaml()
+    name = f"{family}/{index}"
+    committed = next(p for p in mp.load_problems(mp.GENERATED_SET) if p.name == name)
+    assert first.cuboids == committed.cuboids and first.cylinders == committed.cylinders
+    # Floats may differ in the last bits across LAPACK builds (the IK's solves).
+    for field in ("start", "goal_pose", "goal_ik"):
+        np.testing.assert_allclose(getattr(first, field), getattr(committed, field), atol=1e-9)
+
+
+def test_generator_seed_changes_the_problem():
+    family = mp.FAMILIES["bookshelf_tall"]
+    a, _ = mp.generate_problem(family, 0, seed=0)
+    b, _ = mp.generate_problem(family, 0, seed=1)
+    assert a.cuboids != b.cuboids
+
+
+def test_scene_sampling_follows_the_family():
+    """A sampled bookshelf keeps its shape: the shelf boards stay parallel to the floor, one
+    board above another 0.3 m apart, the cans between them; the whole shelf turns about the
+    robot (within +-1.57 rad) at about its nominal distance."""
+    family = mp.FAMILIES["bookshelf_small"]
+    for seed in range(5):
+        poses = mp.sample_scene(family, np.random.default_rng(seed))
+        bottom, top = poses["shelf_bottom"][1], poses["shelf_top"][1]
+        np.testing.assert_allclose(bottom[:3, 2], [0, 0, 1], atol=1e-12)
+        np.testing.assert_allclose(top[:3, 3] - bottom[:3, 3], 0.3 * bottom[:3, 2], atol=1e-12)
+        yaw = math.atan2(bottom[1, 0], bottom[0, 0])
+        assert abs(yaw) <= 1.57 + 1e-9
+        assert abs(np.linalg.norm(bottom[:2, 3]) - 1.2) <= 0.15
+        for can in ("Can1", "Can2", "Can3"):
+            local = np.linalg.inv(bottom) @ poses[can][1]
+            assert abs(local[1, 3]) <= 0.45 + 1e-9 and abs(local[2, 3] - 0.08) < 1e-9
+
+
+@pytest.mark.slow
+def test_benchmark_runs_one_demo_problem():
+    """bench/mbm_benchmark.py's per-problem function plans one demo problem with the public
+    API and checks the path independently (success is not asserted yet)."""
+    import mbm_benchmark as mb
+
+    planner = mb.make_planner()
+    problem = mp.load_problems(mp.DEMO_SET)[0]
+    result = mb.run_problem(planner, problem, num_steps=32, source="demo_set")
+    assert result.name == "bookshelf_small/0" and result.source == "demo_set"
+    assert result.seconds > 0 and isinstance(result.planner_ok, bool)
+    assert math.isfinite(result.verdict.position_error), result.message
+    assert result.path_length >= 0
+    assert result.false_success == (result.planner_ok and not result.verdict.ok)
+    world = mb.to_world(problem)
+    assert world.counts[1:3] == (3, 5)  # cylinders as capsules, cuboids as boxes
+    assert mb.to_world(problem, drop_stand=True).counts[2] == 4
