@@ -825,6 +825,7 @@ class TrajectoryOptimizer:
         progress=None,
         contacts: col.ContactRules = col.DEFAULT_CONTACTS,
         sampling_budget: float = 1.0,
+        timeout: float = 0.0,
         **options,
     ) -> PlanResult:
         """Plans from ``start`` (n,) to a goal: IK objectives (reached at the last knot, the
@@ -852,6 +853,10 @@ class TrajectoryOptimizer:
             sampling_budget: seconds for the global step (:mod:`pyroki_ros.sampling`:
                 RRT-Connect over the sphere model at a quarter of the margin) whose path is
                 the next start path once the first one fails (0: none). Not with waypoints.
+            timeout: wall-clock budget (s, 0 = none), checked before each start path (and
+                bounding the global step): when it runs out the best path so far comes back
+                with ``reason`` TIMED_OUT. One start path's optimisation is not cut, and
+                compiling a new problem structure (its first plan) is not counted.
             **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
         """
         clock = time.perf_counter()
@@ -985,7 +990,19 @@ class TrajectoryOptimizer:
             goals = _merge_goals(goals, more_goals())
             more_goals = None
         result, used = None, 0
+        budget_start, built = clock, self.programs_built
         for count in attempts:
+            if self.programs_built > built:  # a compile cannot be cut: not counted
+                budget_start, built = time.perf_counter(), self.programs_built
+            left = timeout - (time.perf_counter() - budget_start)
+            if timeout > 0 and result is not None and left <= 0:
+                result = dataclasses.replace(
+                    result,
+                    message=f"no path found within the {timeout:.3g} s budget ({used} start "
+                    f"paths tried); best: {result.message}",
+                    reason=TIMED_OUT,
+                )
+                break
             if used == 1 and more_goals is not None:  # the first path failed: more goals
                 goals = _merge_goals(goals, more_goals())
                 more_goals = None
@@ -1000,7 +1017,8 @@ class TrajectoryOptimizer:
             if sampling_budget > 0 and not waypoints and (used > 0 or count > 1):
                 seeded, _ = sampling.global_path(
                     self, start, goals, active, t_count, world=world, contacts=contacts,
-                    margin=margin / 4, budget=sampling_budget, seed=seed,
+                    margin=margin / 4, seed=seed,
+                    budget=min(sampling_budget, left) if timeout > 0 else sampling_budget,
                     goal_objectives=goal_objectives, active_joints=active_joints,
                 )  # fmt: skip
                 sampling_budget = 0.0  # once per plan

@@ -22,6 +22,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import collision_reference
 import plan_check as check
+from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, Pose, PoseStamped
 from node_helpers import pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective, Keypoints
@@ -294,6 +295,29 @@ def test_the_planning_scene_is_kept_applied_all_or_none_and_used_by_plans(node):
     )
     assert response.success and list(response.object_ids) == []
     node.session.node.destroy_publisher(publisher)
+
+
+def test_a_plan_that_cannot_succeed_answers_timeout_within_its_budget(node):
+    """The goal configuration's fingers enclose a ball: every start path fails. With a tiny
+    budget the node answers TIMEOUT after the first, with the best path (its points start at
+    the start state)."""
+    goal = STATE + np.array([0.5, 0.3, -0.2, 0.4, 0.2, -0.3, 0.2, 0.0])
+    hand = check.link_pose(goal, "panda_hand")
+    ball = SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.03])
+    pose = pose_stamped(make_transform(np.eye(3), hand[:3, :3] @ [0, 0, 0.1] + hand[:3, 3]))
+    request = PlanTrajectory.Request(
+        start_state=joint_state(STATE),
+        goal_state=joint_state(goal),
+        num_steps=16,
+        obstacles=[ball],
+        obstacle_poses=[pose],
+        timeout=Duration(sec=0, nanosec=1_000_000),
+    )
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert not response.success
+    assert response.error_code.val == ErrorCode.TIMEOUT, response.message
+    assert "budget" in response.message
+    np.testing.assert_allclose(response.trajectory.points[0].positions, STATE, atol=1e-6)
 
 
 def test_retarget_motion_follows_keypoints(node):

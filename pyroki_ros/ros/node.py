@@ -294,6 +294,14 @@ PARAMETERS = (
         read_only=True,
     ),
     Param(
+        "planning_timeout",
+        5.0,
+        "s; wall-clock budget of a ~/plan_trajectory whose request gives none (its timeout 0), "
+        "checked between start paths: past it the answer is TIMEOUT with the best path so far "
+        "(compiling a new problem structure, its first plan, is not counted).",
+        float_range=(0.01, 3600.0),
+    ),
+    Param(
         "retarget_timeout",
         2.0,
         "s; wall-clock budget of a ~/retarget_motion whose request gives none (its timeout 0), "
@@ -1317,6 +1325,7 @@ class PyrokiRosNode(Node):
             safety_margin=float(p("safety_margin").value),
             collision_spheres=str(p("collision_spheres").value),
             allowed_contacts=self._allowed_contacts,
+            timeout=float(p("planning_timeout").value),
         )
 
     def _planner(self, model: LoadedModel) -> planning.Planner:

@@ -52,6 +52,7 @@ class PlanSettings:
     safety_margin: float = 0.02
     collision_spheres: str = "auto"
     allowed_contacts: tuple[tuple[str, str], ...] = ()  # (link, obstacle or link) pairs
+    timeout: float = 5.0  # s, budget of a plan whose request gives none
 
 
 def contact_pairs(text: str) -> tuple[tuple[str, str], ...]:
@@ -270,6 +271,9 @@ def plan_request(
     duration = duration_seconds(request.duration)
     if not (math.isfinite(duration) and duration >= 0):
         raise RequestError(ErrorCode.INVALID_REQUEST, f"duration must be >= 0, got {duration}")
+    timeout = duration_seconds(request.timeout)
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"timeout must be >= 0, got {timeout}")
     velocity, acceleration = planner.limits(
         request.velocity_scaling, request.acceleration_scaling, settings
     )
@@ -301,6 +305,7 @@ def plan_request(
             margin=margin,
             progress=log,
             contacts=contacts,
+            timeout=timeout or settings.timeout,
         )
     timed = timing.parameterize(result.path, velocity, acceleration, duration=duration)
     return result, timed
