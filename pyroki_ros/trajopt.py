@@ -884,8 +884,11 @@ class TrajectoryOptimizer:
             active = np.zeros(n, bool)
             active[[robot.joint_index(j) for j in active_joints]] = True
 
-        clearance, side_a, side_b = self.deepest_contact(start, world, contacts, active)
-        if clearance < 0:
+        start_clear = (
+            self.spheres is None or self._clearances(start[None], world, contacts, active)[0] >= 0
+        )
+        if not start_clear:
+            clearance, side_a, side_b = self.deepest_contact(start, world, contacts, active)
             return PlanResult(
                 path=start[None].repeat(max(int(num_steps), 2), 0),
                 success=False,
@@ -1190,11 +1193,17 @@ class TrajectoryOptimizer:
         ok = np.all((slack >= GOAL_LIMIT_SLACK) | ~wide, axis=-1)
         if self.spheres is None:
             return ok
+        return ok & (self._clearances(q, world, contacts, moving) >= margin)
+
+    def _clearances(
+        self, q: np.ndarray, world: col.World | None, contacts: col.ContactRules, moving
+    ) -> np.ndarray:
+        """(B,) smallest checked clearance of configurations q (B, n): one compiled call (the
+        named answer, :meth:`deepest_contact`, runs eagerly: ~40 ms, only when needed)."""
         world = self._empty_world if world is None else world
         padded = self._padded_world(world)
         checked = self._checked(world, padded, contacts, moving)
-        clear = np.asarray(self._clearance_program(jnp.asarray(q, self._dtype), padded, *checked))
-        return ok & (clear >= margin)
+        return np.asarray(self._clearance_program(jnp.asarray(q, self._dtype), padded, *checked))
 
     def deepest_contact(
         self,

@@ -10,9 +10,10 @@ the node's memory under ~2 GB (docs/benchmarks/hostile_input.md measures both).
 The interfaces add a ceiling of their own: the sequences of nested messages are bounded in
 msg/ and srv/ (objectives and waypoints 64, obstacles and half-spaces 4096, message-form batch
 targets and retarget steps 16384, points per step 64), because rclpy turns every nested
-message into a Python object before any node code runs (~40 us per obstacle here: 100,000
-obstacles took 4 s). A standard client cannot even serialise a request past a ceiling (the
-error is raised on its side, at once); a parameter above a ceiling has no effect beyond it.
+message into a Python object before any node code runs (~30 us per obstacle here,
+bench/deserialize_cost.py: 100,000 obstacles would take ~3 s). A standard client cannot even
+serialise a request past a ceiling (the error is raised on its side, at once); a parameter
+above a ceiling has no effect beyond it.
 """
 
 from __future__ import annotations
