@@ -66,7 +66,7 @@ setup(
         "ros": ROS_KILTED,
         "test": ["pytest", "hypothesis"],
         "train": ["optax"],
-        # the web viewer: pyroki-ros view, pyroki-ros demo --view (pyroki_ros/viewer.py)
+        # the web viewer: pyroki-ros view, pyroki-ros demo --view (pyroki_ros/viz/viewer.py)
         "view": ["viser>=1.1.1,<2"],
         # JAX on NVIDIA GPUs (CUDA 12 wheels; ./setup.sh --cuda does the same in .venv)
         "cuda": [f"jax[cuda12]{_jax_pin()}"],

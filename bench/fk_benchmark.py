@@ -320,7 +320,7 @@ def _worker_pin(args) -> dict:
 
 def _robot_summary(urdf: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
     """Link names, actuated joint names and (2, n_joints) limits, via pyroki_ros's parser."""
-    from pyroki_ros.urdf import read_urdf
+    from pyroki_ros.model.urdf import read_urdf
 
     description, _ = read_urdf(str(urdf))
     actuated = [j for j in description.joints if j.type != "fixed" and j.mimic_joint is None]
@@ -335,7 +335,7 @@ def _robot_summary(urdf: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.nda
 
 def _mimic_columns(urdf: Path, joint_names, wanted) -> list[int]:
     """For each name in ``wanted``, the column of ``joint_names`` that drives it."""
-    from pyroki_ros.urdf import read_urdf
+    from pyroki_ros.model.urdf import read_urdf
 
     description, _ = read_urdf(str(urdf))
     by_name = {j.name: j for j in description.joints}
@@ -497,7 +497,7 @@ def _source_state(rows) -> str:
         head += " (pyroki_ros/ has uncommitted changes)" if dirty else ""
     except (OSError, subprocess.CalledProcessError):
         head = "n/a"
-    return f"git {head}; pyroki_ros/kinematics.py sha256 {digest}"
+    return f"git {head}; pyroki_ros/model/kinematics.py sha256 {digest}"
 
 
 def _report(rows, machine, versions, checks, reference, args, command, load, started) -> str:

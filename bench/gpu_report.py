@@ -350,7 +350,7 @@ class Context:
         self.robot = Robot.from_urdf(urdf_path("panda"))
         self.arm = [j for j in self.robot.joint_names if "finger" not in j]
         self.fk = NumpyFK(self.urdf_text, self.robot.joint_names)
-        self.lower, self.upper = np.array(self.robot.exact_limits, np.float64).reshape(-1, 2).T
+        self.lower, self.upper = np.array(self.robot.limits.bounds, np.float64).reshape(-1, 2).T
         self.rng = np.random.default_rng(args.seed)
 
     def random_q(self, count: int) -> np.ndarray:
@@ -642,8 +642,8 @@ def plan_rows(ctx: Context, report: Report) -> None:
     from collision_reference import self_pairs
 
     from pyroki_ros.collision import RobotSpheres
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
     from pyroki_ros.scenes import feasible_cases, random_obstacles
-    from pyroki_ros.trajopt import TrajectoryOptimizer
 
     robot = ctx.robot
     spheres = RobotSpheres.embedded("panda", robot)
@@ -688,7 +688,7 @@ def mbm_directory(args) -> Path | None:
 
 def mbm_rows(ctx: Context, report: Report) -> None:
     from pyroki_ros.collision import RobotSpheres, World
-    from pyroki_ros.trajopt import TrajectoryOptimizer
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
     where = mbm_directory(ctx.args)
     reason = None

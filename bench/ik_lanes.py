@@ -13,7 +13,7 @@ jax.config.update("jax_cpu_enable_async_dispatch", False)
 import pyroki_ros.ik as ikm
 from pyroki_ros import Robot
 from pyroki_ros import objectives as O
-from pyroki_ros.kinematics import forward_kinematics
+from pyroki_ros.model.kinematics import forward_kinematics
 from pyroki_ros.robots import urdf_path
 
 robot = Robot.from_urdf(urdf_path("panda"))

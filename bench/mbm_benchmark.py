@@ -79,8 +79,8 @@ class Planner:
 def make_planner() -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
     from pyroki_ros.robots import urdf_path
-    from pyroki_ros.trajopt import TrajectoryOptimizer
 
     robot = Robot.from_urdf(urdf_path("panda"))
     spheres = RobotSpheres.embedded("panda", robot)

@@ -184,7 +184,7 @@ class Bench:
 
         jax.config.update("jax_cpu_enable_async_dispatch", False)
         from pyroki_ros import Robot
-        from pyroki_ros.kinematics import forward_kinematics
+        from pyroki_ros.model.kinematics import forward_kinematics
         from pyroki_ros.robots import urdf_path
 
         self.urdf_text = urdf_path("panda").read_text()

@@ -69,7 +69,7 @@ def run_batch(args, robot, spheres, model, check, world, cases, obstacles) -> di
     """``plan_batch`` of all pairs on a fresh optimiser, first the batch alone
     (``replan_failures=False``: compile time, plans/s, success), then with its default
     re-planning of the batch's failures one by one (extra seconds, final success)."""
-    from pyroki_ros.trajopt import TrajectoryOptimizer
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
     planner = TrajectoryOptimizer(robot, spheres)  # cold: nothing compiled yet
     starts = np.stack([c.start for c in cases])
@@ -218,8 +218,8 @@ def main() -> int:
     from pyroki_ros import Robot, scenes
     from pyroki_ros import objectives as O
     from pyroki_ros.collision import RobotSpheres, World
+    from pyroki_ros.planning.trajopt import GOAL_SEEDS, TrajectoryOptimizer
     from pyroki_ros.robots import urdf_path
-    from pyroki_ros.trajopt import GOAL_SEEDS, TrajectoryOptimizer
 
     robot = Robot.from_urdf(urdf_path("panda"))
     spheres = RobotSpheres.embedded("panda", robot)

@@ -16,7 +16,7 @@ import numpy as np
 
 from pyroki_ros import Robot, ik
 from pyroki_ros import objectives as O
-from pyroki_ros.kinematics import forward_kinematics
+from pyroki_ros.model.kinematics import forward_kinematics
 from pyroki_ros.robots import urdf_path
 
 

@@ -8,8 +8,8 @@ The core (this package minus :mod:`pyroki_ros.ros`) imports without rclpy.
 # source checkout and the compiled interfaces live side by side.
 __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
-from .kinematics import forward_kinematics, link_jacobian
-from .robot import Robot
-from .urdf import URDFError
+from pyroki_ros.model.kinematics import forward_kinematics, link_jacobian
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.model.urdf import URDFError
 
 __all__ = ["Robot", "URDFError", "forward_kinematics", "link_jacobian"]

@@ -20,7 +20,7 @@ def _robot_source(urdf: str) -> str | Path:
     path = Path(urdf)
     if path.is_file():
         return path
-    from .robots import AVAILABLE, urdf_path
+    from pyroki_ros.robots import AVAILABLE, urdf_path
 
     if urdf in AVAILABLE:
         return urdf_path(urdf)
@@ -56,8 +56,8 @@ def fk_command(args: argparse.Namespace) -> int:
     jax.config.update("jax_enable_x64", True)  # the file contract is float64
     import jax.numpy as jnp
 
-    from .kinematics import forward_kinematics
-    from .robot import Robot
+    from pyroki_ros.model.kinematics import forward_kinematics
+    from pyroki_ros.model.robot import Robot
 
     robot = Robot.from_urdf(_robot_source(args.urdf), dtype=jnp.float64)
     with np.load(args.q, allow_pickle=False) as data:
@@ -85,9 +85,9 @@ def ik_command(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_cpu_enable_async_dispatch", False)  # ~8 us less per small call
-    from . import objectives
-    from .ik import IKSolver, enable_compilation_cache
-    from .robot import Robot
+    from pyroki_ros import objectives
+    from pyroki_ros.ik import IKSolver, enable_compilation_cache
+    from pyroki_ros.model.robot import Robot
 
     if not args.no_compile_cache:
         enable_compilation_cache()
@@ -143,8 +143,8 @@ def ik_command(args: argparse.Namespace) -> int:
 
 
 def train_sampler_command(args: argparse.Namespace) -> int:
-    from .robot import Robot
-    from .sampler import TrainConfig, train
+    from pyroki_ros.model.robot import Robot
+    from pyroki_ros.sampler import TrainConfig, train
 
     robot = Robot.from_urdf(_robot_source(args.urdf))
     robot.link_index(args.tip)
@@ -176,8 +176,8 @@ def train_sampler_command(args: argparse.Namespace) -> int:
 
 
 def sample_command(args: argparse.Namespace) -> int:
-    from .robot import Robot
-    from .sampler import IKSampler
+    from pyroki_ros.model.robot import Robot
+    from pyroki_ros.sampler import IKSampler
 
     robot = Robot.from_urdf(_robot_source(args.urdf))
     sampler = IKSampler.load(args.model, robot)
@@ -336,19 +336,19 @@ def _viewer_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def node_command(args: argparse.Namespace) -> int:
-    from .ros.node import main as node_main
+    from pyroki_ros.ros.node import main as node_main
 
     return node_main(["pyroki-ros", *args.ros_args])
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    from .ros.demo import run
+    from pyroki_ros.ros.demo import run
 
     return run(args.timeout, args.view, args.host, args.port, args.view_seconds)
 
 
 def view_command(args: argparse.Namespace) -> int:
-    from .ros.view import run  # ROS imports stay inside this command
+    from pyroki_ros.ros.view import run  # ROS imports stay inside this command
 
     return run(args)
 

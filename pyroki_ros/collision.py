@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 
-from . import kinematics as k
-from .robot import FIXED, Robot
+from pyroki_ros.model import kinematics as k
+from pyroki_ros.model.robot import FIXED, Robot
 
 # Obstacle-count buckets of World.padded; above the last, counts round up to its multiples.
 DEFAULT_BUCKETS = (0, 4, 16, 64)
@@ -181,7 +181,7 @@ class RobotSpheres:
         made by ``tools/fit_collision_spheres.py``), with its default self-collision ignore
         list plus ``ignore``. ``robot`` defaults to the embedded URDF's model.
         """
-        from .robots import urdf_path
+        from pyroki_ros.robots import urdf_path
 
         path = urdf_path(name).with_name(f"{name}_spheres.yaml")
         if not path.is_file():

@@ -27,11 +27,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import devices
-from . import objectives as obj
-from .constant_pool import pooled_constants
-from .linalg import solve_spd
-from .robot import Robot
+from pyroki_ros import devices
+from pyroki_ros import objectives as obj
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.solver.constant_pool import pooled_constants
+from pyroki_ros.solver.linalg import solve_spd
 
 Objectives = tuple[obj.Objective, ...]
 
@@ -530,22 +530,10 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
     return jnp.concatenate([q, out[:, n:]], axis=1)
 
 
-@functools.cache
-def _inner_limits_cached(exact_limits: tuple, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    lower, upper = np.array(exact_limits, np.float64).reshape(-1, 2).T
-    low, high = lower.astype(dtype), upper.astype(dtype)
-    # Round inwards: a limit that rounds outwards in float32 would let an answer, once
-    # widened to float64, sit past the URDF's limit.
-    low = np.where(low < lower, np.nextafter(low, np.inf, dtype=low.dtype), low)
-    high = np.where(high > upper, np.nextafter(high, -np.inf, dtype=high.dtype), high)
-    return low, high
-
-
 def _inner_limits(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The limits in the robot's dtype, rounded inwards, and which joints are continuous
     (numpy: constants of the program). (n,) each."""
-    low, high = _inner_limits_cached(robot.exact_limits, str(np.dtype(robot.dtype)))
-    return low, high, np.asarray(robot.continuous, bool)
+    return (*robot.limits.inner(robot.dtype), robot.limits.wraps)
 
 
 def _wrap_or_clip(q, lower, upper, continuous):
@@ -619,7 +607,7 @@ class IKSolver:
         self._settings_cache: dict = {}
         self._derived: dict = {}  # see _per_settings
         # Host copies, so that a call does no device round trip before the solve itself.
-        self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
+        self._lower, self._upper = np.array(robot.limits.bounds, np.float64).reshape(-1, 2).T
         self._center = (self._lower + self._upper) / 2
         self._continuous = np.asarray(robot.continuous, bool)
         self._any_continuous = bool(self._continuous.any())

@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 
-from . import kinematics as k
-from .robot import Robot
+from pyroki_ros.model import kinematics as k
+from pyroki_ros.model.robot import Robot
 
 Kind = Literal["pose", "point", "position", "orientation", "hinge", "plane", "line", "aim", "axis"]
 

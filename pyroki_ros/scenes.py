@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import collision as col
-from .robot import Robot
+from pyroki_ros import collision as col
+from pyroki_ros.model.kinematics import forward_kinematics
+from pyroki_ros.model.robot import Robot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +85,7 @@ def feasible_cases(
     ``clearance`` from obstacles and itself, the tip moving at least ``min_travel`` (m)."""
     lower, upper = (np.asarray(x, np.float64) for x in (robot.lower, robot.upper))
     tip_index = robot.link_index(tip)
-    fk = jax.jit(lambda q: robot.forward_kinematics(q).wxyz_xyz[..., tip_index, :])
+    fk = jax.jit(lambda q: forward_kinematics(robot, q).wxyz_xyz[..., tip_index, :])
     cases: list[PlanningCase] = []
     for _ in range(200):
         q = rng.uniform(lower, upper, (512, len(lower)))

@@ -77,7 +77,7 @@ def fk_errors(robot_name: str, dtype_name: str, n_configs: int = N_CONFIGS) -> d
     import jax.numpy as jnp
 
     from pyroki_ros import Robot
-    from pyroki_ros.kinematics import forward_kinematics
+    from pyroki_ros.model.kinematics import forward_kinematics
 
     dtype = {"float32": jnp.float32, "float64": jnp.float64}[dtype_name]
     path = ROBOT_PATHS[robot_name]
@@ -131,7 +131,7 @@ def jacobian_errors(robot_name: str, link: str, dtype_name: str, n_configs: int 
     import jax.numpy as jnp
 
     from pyroki_ros import Robot
-    from pyroki_ros.kinematics import link_jacobian
+    from pyroki_ros.model.kinematics import link_jacobian
 
     dtype = {"float32": jnp.float32, "float64": jnp.float64}[dtype_name]
     path = ROBOT_PATHS[robot_name]
@@ -169,7 +169,7 @@ def batch_shape_errors(robot_name: str, dtype_name: str, batches=((), (5,), (2, 
     import jax.numpy as jnp
 
     from pyroki_ros import Robot
-    from pyroki_ros.kinematics import forward_kinematics, link_jacobian
+    from pyroki_ros.model.kinematics import forward_kinematics, link_jacobian
 
     dtype = {"float32": jnp.float32, "float64": jnp.float64}[dtype_name]
     path = ROBOT_PATHS[robot_name]

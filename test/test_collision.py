@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pyroki_ros import Robot
+from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros.collision import (
     FAR,
     RobotSpheres,
@@ -463,7 +463,7 @@ def test_embedded_panda_covers_links_and_is_free_at_center():
     # every arm joint sits inside the robot: the link frame origins of link1..7 lie in a
     # sphere of that link or of its parent link
     centers = np.asarray(sphere_centers(robot, spheres, robot.center()))
-    poses = np.asarray(robot.forward_kinematics(robot.center()).wxyz_xyz)
+    poses = np.asarray(forward_kinematics(robot, robot.center()).wxyz_xyz)
     names = np.asarray(spheres.link_names)
     for i in range(1, 8):
         near = np.isin(names, [f"panda_link{i}", f"panda_link{i - 1}"])

@@ -1,5 +1,5 @@
 """pooled_constants: the same results as the plain function, with fewer array constants in
-the compiled program (what it is for; see pyroki_ros/constant_pool.py)."""
+the compiled program (what it is for; see pyroki_ros/solver/constant_pool.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pyroki_ros.constant_pool import pooled_constants
+from pyroki_ros.solver.constant_pool import pooled_constants
 
 RNG = np.random.default_rng(0)
 SMALL = [RNG.normal(size=(9, 1)).astype(np.float32) for _ in range(6)]

@@ -19,8 +19,8 @@ from reference_fk import reference_fk
 
 from pyroki_ros import Robot
 from pyroki_ros.collision import ContactRules, RobotSpheres, World, checked_pairs
+from pyroki_ros.planning.trajopt import START_IN_COLLISION, TIMED_OUT, TrajectoryOptimizer
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import START_IN_COLLISION, TIMED_OUT, TrajectoryOptimizer
 
 START = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.7, 0.02])
 GOAL = START + np.array([0.5, 0.3, -0.2, 0.4, 0.2, -0.3, 0.3, 0.0])

@@ -13,10 +13,11 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from reference_fk import quat_wxyz_to_matrix, reference_fk
 
-from pyroki_ros import Robot, display
+from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.robots import urdf_path
+from pyroki_ros.viz import display
 
 RNG = np.random.default_rng(7)
 

@@ -21,7 +21,7 @@ try:
     import jax.numpy as jnp
 
     from pyroki_ros import Robot
-    from pyroki_ros.kinematics import forward_kinematics, link_jacobian
+    from pyroki_ros.model.kinematics import forward_kinematics, link_jacobian
 except ImportError as exc:  # the core is not there (yet)
     pytest.skip(f"pyroki_ros JAX core not importable: {exc}", allow_module_level=True)
 

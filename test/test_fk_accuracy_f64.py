@@ -64,8 +64,8 @@ import pytest
 
 pytest.importorskip("jax")
 try:
-    import pyroki_ros.kinematics
-    import pyroki_ros.robot  # noqa: F401
+    import pyroki_ros.model.kinematics
+    import pyroki_ros.model.robot  # noqa: F401
 except ImportError as exc:
     pytest.skip(f"pyroki_ros JAX core not importable: {exc}", allow_module_level=True)
 

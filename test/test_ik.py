@@ -841,7 +841,7 @@ def test_pose_solver_answers_like_solve_and_checks_its_input(panda):
     np.testing.assert_array_equal(results[3].q[7:], seeds[3][7:].astype(np.float32))
     # a seed past the limits starts from its clipped value; answers at a limit whose float32
     # copy rounds outwards (panda_joint1: 2.8973) still lie inside the float64 limits
-    lower, upper = np.array(panda.robot.exact_limits).T
+    lower, upper = np.array(panda.robot.limits.bounds).T
     assert np.float32(upper[0]) > upper[0]
     past = prepared(poses[4], seed=upper + 0.5)
     np.testing.assert_allclose(past.q, prepared(poses[4], seed=upper).q, atol=1e-6)
@@ -935,7 +935,7 @@ from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.ik import IKSolver
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import TrajectoryOptimizer
+from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
 urdf = urdf_path("panda").read_text()
 robot = Robot.from_urdf(urdf)  # float32, the default

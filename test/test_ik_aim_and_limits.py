@@ -67,7 +67,7 @@ def test_answers_are_inside_the_float64_urdf_limits(panda):
     robot, urdf = panda
     lower, upper = (np.asarray(v, np.float64) for v in actuated_joint_limits(urdf))
     rng = np.random.default_rng(2)
-    lo, hi = np.asarray(robot.exact_limits).T
+    lo, hi = np.asarray(robot.limits.bounds).T
     # targets from configurations on the limits, so many answers sit exactly at one
     q_star = np.where(rng.uniform(size=(64, robot.n_joints)) < 0.5, lo, hi)
     q_star = np.where(rng.uniform(size=q_star.shape) < 0.5, q_star, (lo + hi) / 2)

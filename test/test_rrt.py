@@ -1,4 +1,4 @@
-"""The global planning step (pyroki_ros.sampling: batched RRT-Connect over the sphere model):
+"""The global planning step (pyroki_ros.planning.rrt: batched RRT-Connect over the sphere model):
 paths around an obstacle the straight joint-space line hits, every edge checked independently
 at a fine resolution (numpy float64 distances of test/collision_reference.py through
 plan_check.SphereModel, never the planner's own checker); determinism for a seed; joint limits
@@ -20,11 +20,12 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "bench"))
 import plan_check as check
 
-from pyroki_ros import Robot, sampling
+from pyroki_ros import Robot
 from pyroki_ros import collision as col
 from pyroki_ros.collision import RobotSpheres, World
+from pyroki_ros.planning import rrt
+from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import TrajectoryOptimizer
 
 MARGIN = 0.01
 # A pillar in front of the Panda; the arm swings from one side of it to the other.
@@ -46,17 +47,15 @@ def panda():
     return robot, TrajectoryOptimizer(robot, spheres), check.SphereModel(spheres)
 
 
-def _checker(planner, obstacles: dict, active: np.ndarray) -> sampling.Checker:
+def _checker(planner, obstacles: dict, active: np.ndarray) -> rrt.Checker:
     world = World.create(**obstacles)
-    return sampling.Checker(planner, world, col.DEFAULT_CONTACTS, active, MARGIN)
+    return rrt.Checker(planner, world, col.DEFAULT_CONTACTS, active, MARGIN)
 
 
 def _rrt(planner, checker, start, goal, active, seed: int, budget: float = 20.0):
     lower, upper = planner._lower, planner._upper
     rng = np.random.default_rng(seed)
-    return sampling.rrt_connect(
-        checker, start, goal[None], lower, upper, active, rng, budget=budget
-    )
+    return rrt.rrt_connect(checker, start, goal[None], lower, upper, active, rng, budget=budget)
 
 
 def _edges_clear(model, path: np.ndarray, obstacles: dict, step: float = 0.01) -> float:
@@ -90,13 +89,13 @@ def test_path_around_a_pillar_the_straight_line_hits(panda):
     # the margin may go between two of its points, never the whole margin.
     assert _edges_clear(model, path, PILLAR) > MARGIN - 0.005
 
-    short = sampling.shortcut(checker, path, np.random.default_rng(0))
+    short = rrt.shortcut(checker, path, np.random.default_rng(0))
     length = lambda p: np.linalg.norm(np.diff(p, axis=0), axis=1).sum()
     assert length(short) <= length(path) + 1e-9
     np.testing.assert_allclose(short[[0, -1]], path[[0, -1]])
     assert _edges_clear(model, short, PILLAR) > MARGIN - 0.005
 
-    knots = sampling.resample(short, 64)
+    knots = rrt.resample(short, 64)
     assert knots.shape == (64, robot.n_joints)
     for vertex in short:  # corners are knots: resampling cuts none
         assert np.min(np.max(np.abs(knots - vertex), axis=1)) < 1e-9
@@ -120,8 +119,8 @@ def test_deterministic_and_inactive_joints_hold(panda):
     assert _edges_clear(model, path, PILLAR) > MARGIN - 0.005
     # The whole pipeline too.
     kwargs = {"world": World.create(**PILLAR), "contacts": col.DEFAULT_CONTACTS, "margin": MARGIN}
-    a, _ = sampling.global_path(planner, start, [goal], active, 32, budget=20.0, seed=5, **kwargs)
-    b, _ = sampling.global_path(planner, start, [goal], active, 32, budget=20.0, seed=5, **kwargs)
+    a, _ = rrt.global_path(planner, start, [goal], active, 32, budget=20.0, seed=5, **kwargs)
+    b, _ = rrt.global_path(planner, start, [goal], active, 32, budget=20.0, seed=5, **kwargs)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a[:, [6, 7]], np.broadcast_to(start[[6, 7]], (32, 2)))
 

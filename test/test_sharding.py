@@ -25,12 +25,12 @@ CHILD = textwrap.dedent(
     import jax
     import numpy as np
 
-    from pyroki_ros import Robot, devices
+    from pyroki_ros import Robot, devices, forward_kinematics
     from pyroki_ros import objectives as O
     from pyroki_ros.collision import RobotSpheres, World
     from pyroki_ros.ik import IKSolver
     from pyroki_ros.robots import urdf_path
-    from pyroki_ros.trajopt import TrajectoryOptimizer
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
     # Record over how many devices every sharded program's output lies.
     spread = []
@@ -51,10 +51,10 @@ CHILD = textwrap.dedent(
     robot = Robot.from_urdf(urdf_path("panda"))
     arm = [j for j in robot.joint_names if "finger" not in j]
     rng = np.random.default_rng(0)
-    lower, upper = np.array(robot.exact_limits).reshape(-1, 2).T
+    lower, upper = np.array(robot.limits.bounds).reshape(-1, 2).T
     q = rng.uniform(lower, upper, (37, robot.n_joints))  # not a multiple of 4: padding
     hand = robot.link_index("panda_hand")
-    targets = np.asarray(robot.forward_kinematics(q).wxyz_xyz[:, hand], np.float64)
+    targets = np.asarray(forward_kinematics(robot, q).wxyz_xyz[:, hand], np.float64)
     ik = IKSolver(robot).solve(O.pose("panda_hand", targets), active_joints=arm)
 
     spheres = RobotSpheres.embedded("panda", robot)

@@ -19,17 +19,19 @@ import plan_check as check
 from nls_reference import dense_hessian
 from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
 
-from pyroki_ros import Robot, nls, scenes, timing
+from pyroki_ros import Robot, scenes
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
-from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import (
+from pyroki_ros.planning import timing
+from pyroki_ros.planning.trajopt import (
     RETARGET_CHUNK,
     TIMED_OUT,
     TrajectoryOptimizer,
     _retarget_start,
     retarget,
 )
+from pyroki_ros.robots import urdf_path
+from pyroki_ros.solver import lm
 
 STEPS = 64
 
@@ -72,10 +74,10 @@ def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
         diag[t + 1] += jp[t, :, 1].T @ jp[t, :, 1]
     orders = (1, 2, 3)[:bandwidth]
     coupling = sum(w * _dense_smoothing(t_count, k) for w, k in zip((1.0, 0.5, 0.2), orders))
-    bands = sum(w * s for w, s in zip((1.0, 0.5, 0.2), nls.smoothing_bands(t_count, orders)))
+    bands = sum(w * s for w, s in zip((1.0, 0.5, 0.2), lm.smoothing_bands(t_count, orders)))
     weights = rng.uniform(0.5, 2.0, n)
     free = (rng.uniform(size=(t_count, n)) > 0.2).astype(float)
-    lin = nls.Linearization(
+    lin = lm.Linearization(
         cost=jnp.zeros(()),
         gradient=jnp.zeros((t_count, n)),
         diagonal=jnp.asarray(diag, jnp.float32),
@@ -83,13 +85,11 @@ def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
         coupling=jnp.asarray(bands, jnp.float32),
         coupling_weights=jnp.asarray(weights, jnp.float32),
     )
-    d, c = nls.banded_matrix_blocks(
-        lin, jnp.float32(0.1), jnp.asarray(free, jnp.float32), bandwidth
-    )
+    d, c = lm.banded_matrix_blocks(lin, jnp.float32(0.1), jnp.asarray(free, jnp.float32), bandwidth)
     rhs = rng.normal(size=(t_count, n)) * free
     groups = d.shape[0]
     padded = np.concatenate([rhs, np.zeros((groups * bandwidth - t_count, n))])
-    x = nls.solve_block_tridiagonal(d, c, jnp.asarray(padded.reshape(groups, -1), jnp.float32))
+    x = lm.solve_block_tridiagonal(d, c, jnp.asarray(padded.reshape(groups, -1), jnp.float32))
     x = np.asarray(x).reshape(-1, n)[:t_count]
     h = dense_hessian(diag, sub.reshape(-1, n, n), coupling, weights, 0.1, free)
     expected = np.linalg.solve(h, rhs.reshape(-1)).reshape(t_count, n)
@@ -99,8 +99,8 @@ def test_banded_solve_matches_dense_numpy(t_count, n, bandwidth):
 def test_difference_matrix_is_finite_differences_with_rest_at_the_ends():
     x = np.random.default_rng(0).normal(size=9)
     held = np.concatenate([[x[0]] * 2, x, [x[-1]] * 2])
-    np.testing.assert_allclose(nls.difference_matrix(9, 1) @ x, np.diff(held[1:-1]))
-    np.testing.assert_allclose(nls.difference_matrix(9, 2) @ x, np.diff(held, 2))
+    np.testing.assert_allclose(lm.difference_matrix(9, 1) @ x, np.diff(held[1:-1]))
+    np.testing.assert_allclose(lm.difference_matrix(9, 2) @ x, np.diff(held, 2))
 
 
 def test_chain_solver_reaches_the_linear_least_squares_optimum():
@@ -113,12 +113,12 @@ def test_chain_solver_reaches_the_linear_least_squares_optimum():
 
     def linearize(x):
         r = math.sqrt(w_data) * (x - data)
-        return nls.Linearization(
+        return lm.Linearization(
             cost=0.5 * jnp.sum(r**2),
             gradient=math.sqrt(w_data) * r,  # J^T r with J = sqrt(w_data) I
             diagonal=jnp.broadcast_to(w_data * jnp.eye(n, dtype=x.dtype), (t_count, n, n)),
             subdiagonal=jnp.zeros((t_count - 1, n, n), x.dtype),
-            coupling=w_acc * jnp.asarray(nls.smoothing_bands(t_count, (2,))[0], x.dtype),
+            coupling=w_acc * jnp.asarray(lm.smoothing_bands(t_count, (2,))[0], x.dtype),
             coupling_weights=jnp.ones(n, x.dtype),
         )
 
@@ -127,7 +127,7 @@ def test_chain_solver_reaches_the_linear_least_squares_optimum():
     x0 = np.zeros((t_count, n))
     x0[0], x0[-1] = data[0], data[-1]
     result = jax.jit(
-        lambda x: nls.solve_chain(
+        lambda x: lm.solve_chain(
             linearize,
             x,
             free=free,
@@ -138,7 +138,7 @@ def test_chain_solver_reaches_the_linear_least_squares_optimum():
         )
     )(jnp.asarray(x0, jnp.float32))
     # Reference: unknowns are the inner knots; rows sqrt(w_data)(x - data) and sqrt(w_acc) D2 x.
-    d2 = nls.difference_matrix(t_count, 2)
+    d2 = lm.difference_matrix(t_count, 2)
     inner = np.arange(1, t_count - 1)
     for j in range(n):
         a = np.vstack(
@@ -171,7 +171,7 @@ def test_chain_cost_of_a_smooth_path_far_from_zero_is_accurate_in_float32():
         weights = rng.uniform(0.5, 2.0, n)
         exact = 0.5 * np.sum(weights * x * (coupling @ x))
         f32 = lambda a: jnp.asarray(a, jnp.float32)
-        lin = nls.Linearization(
+        lin = lm.Linearization(
             cost=f32(0.0),
             gradient=f32(np.zeros((t_count, n))),
             diagonal=f32(np.zeros((t_count, n, n))),
@@ -179,7 +179,7 @@ def test_chain_cost_of_a_smooth_path_far_from_zero_is_accurate_in_float32():
             coupling=f32(_bands_of(coupling, 3)),
             coupling_weights=f32(weights),
         )
-        gradient, cost = nls._coupling_terms(lin, f32(x))
+        gradient, cost = lm._coupling_terms(lin, f32(x))
         assert abs(float(cost) - exact) < 1e-5 * exact, (float(cost), exact)
         np.testing.assert_allclose(gradient, weights * (coupling @ x), atol=1e-5, rtol=1e-5)
 
@@ -194,7 +194,7 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
     differences of those reference hinges."""
     import collision_reference as ref
 
-    from pyroki_ros.trajopt import WORLD_BUCKETS, _Collision, self_pair_groups
+    from pyroki_ros.planning.trajopt import WORLD_BUCKETS, _Collision, self_pair_groups
 
     rng = np.random.default_rng(12)
     world = scenes.random_obstacles(rng, 10)
@@ -620,7 +620,7 @@ def test_manipulability_cost_keeps_the_path_away_from_a_singularity(panda):
     plain = planner.optimize(
         np.linspace(start, goal, 16)[None], free=np.r_[[0], np.ones(14), [0]][:, None] * np.ones(8)
     )
-    from pyroki_ros.trajopt import Weights
+    from pyroki_ros.planning.trajopt import Weights
 
     careful = planner.optimize(
         np.linspace(start, goal, 16)[None],

@@ -17,8 +17,8 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from nls_reference import dense_hessian
 
-from pyroki_ros import nls
-from pyroki_ros.trajopt import retarget_memory_bytes, trajectory_memory_bytes
+from pyroki_ros.planning.trajopt import retarget_memory_bytes, trajectory_memory_bytes
+from pyroki_ros.solver import lm
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -37,7 +37,7 @@ def dense_smoothing(t_count: int, order: int, hold_ends: bool) -> np.ndarray:
 @pytest.mark.parametrize("t_count", [1, 2, 3, 5, 8, 17, 40])
 def test_smoothing_bands_are_the_diagonals_of_dense_difference_operators(t_count, order, hold_ends):
     dense = dense_smoothing(t_count, order, hold_ends)
-    bands = nls.smoothing_bands(t_count, (order,), hold_ends=hold_ends)[0]
+    bands = lm.smoothing_bands(t_count, (order,), hold_ends=hold_ends)[0]
     assert bands.shape == (order + 1, t_count)
     rebuilt = np.diag(bands[0])
     for k in range(1, min(order + 1, t_count)):
@@ -58,7 +58,7 @@ def test_banded_products_costs_and_blocks_equal_dense(t_count, orders, hold_ends
     n = 3
     w_orders = rng.uniform(0.5, 4.0, len(orders))
     dense = sum(w * dense_smoothing(t_count, k, hold_ends) for w, k in zip(w_orders, orders))
-    stacked = nls.smoothing_bands(t_count, orders, hold_ends=hold_ends)
+    stacked = lm.smoothing_bands(t_count, orders, hold_ends=hold_ends)
     bands = np.einsum("o,okt->kt", w_orders, stacked)
     x = 2.0 + rng.normal(size=(t_count, n))  # far from 0, as joint values
     weights = rng.uniform(0.5, 2.0, n)
@@ -68,8 +68,8 @@ def test_banded_products_costs_and_blocks_equal_dense(t_count, orders, hold_ends
     free = (rng.uniform(size=(t_count, n)) > 0.2).astype(float)
     with jax.enable_x64(True):
         f64 = lambda a: jnp.asarray(a, jnp.float64)
-        np.testing.assert_allclose(nls.banded_product(f64(bands), f64(x)), dense @ x, atol=1e-9)
-        lin = nls.Linearization(
+        np.testing.assert_allclose(lm.banded_product(f64(bands), f64(x)), dense @ x, atol=1e-9)
+        lin = lm.Linearization(
             cost=f64(0.0),
             gradient=f64(np.zeros((t_count, n))),
             diagonal=f64(diag),
@@ -77,11 +77,11 @@ def test_banded_products_costs_and_blocks_equal_dense(t_count, orders, hold_ends
             coupling=f64(bands),
             coupling_weights=f64(weights),
         )
-        gradient, cost = nls._coupling_terms(lin, f64(x))
+        gradient, cost = lm._coupling_terms(lin, f64(x))
         np.testing.assert_allclose(gradient, weights * (dense @ x), atol=1e-9)
         np.testing.assert_allclose(cost, 0.5 * np.sum(weights * x * (dense @ x)), rtol=1e-12)
         for b in sorted({max(orders), 3}):
-            d, c = (np.asarray(a) for a in nls.banded_matrix_blocks(lin, f64(0.1), f64(free), b))
+            d, c = (np.asarray(a) for a in lm.banded_matrix_blocks(lin, f64(0.1), f64(free), b))
             groups = -(-t_count // b)
             size = groups * b * n  # knots padded to whole groups: identity rows
             h = np.eye(size)
@@ -119,7 +119,7 @@ import numpy as np
 from pyroki_ros import Robot
 from pyroki_ros.collision import RobotSpheres
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.trajopt import TrajectoryOptimizer, retarget
+from pyroki_ros.planning.trajopt import TrajectoryOptimizer, retarget
 
 def peak():
     # VmHWM: this address space's peak RSS (ru_maxrss would keep the parent's across exec).

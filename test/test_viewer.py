@@ -1,4 +1,4 @@
-"""The viser web viewer (pyroki_ros/viewer.py): a Panda with its collision spheres, a goal
+"""The viser web viewer (pyroki_ros/viz/viewer.py): a Panda with its collision spheres, a goal
 frame, a box obstacle and a short plan.
 
 * server side: the plan slider poses the spheres at the reference FK of the path's points,
@@ -33,7 +33,7 @@ from reference_fk import reference_fk
 from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.viewer import PLAN_SLIDER, PLAY_BUTTON, ROBOT_LINKS, ROBOT_SPHERES, Viewer
+from pyroki_ros.viz.viewer import PLAN_SLIDER, PLAY_BUTTON, ROBOT_LINKS, ROBOT_SPHERES, Viewer
 
 CHROMIUM = os.environ.get("PYROKI_ROS_CHROMIUM", "/usr/bin/chromium")
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -45,7 +45,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pyroki_ros import collision
-from pyroki_ros.robot import Robot
+from pyroki_ros.model.robot import Robot
 
 ERD_VERSION = "6.0.0"
 SPHERES_PER_MESH = 4

@@ -79,7 +79,13 @@ def run(
     result is also shown in the web viewer at ``host``:``port``, which stays up afterwards
     for ``view_seconds`` (< 0: until Ctrl+C)."""
     out = _Out()
-    from .harness import NodeProcess, RosSession, repo_config, reserve_domain_id, ros_environment
+    from pyroki_ros.ros.harness import (
+        NodeProcess,
+        RosSession,
+        repo_config,
+        reserve_domain_id,
+        ros_environment,
+    )
 
     reservation = None
     if os.environ.get("ROS_DOMAIN_ID"):
@@ -542,7 +548,7 @@ class _Demo:
 
 
 class _DemoView:
-    """``pyroki-ros demo --view``: each step's result in the web viewer (pyroki_ros/viewer.py),
+    """``pyroki-ros demo --view``: each step's result in the web viewer (pyroki_ros/viz/viewer.py),
     in the Panda's root frame (panda_link0, the demo's base frame)."""
 
     def __init__(self, viewer):
@@ -553,7 +559,7 @@ class _DemoView:
         from pyroki_ros import Robot
         from pyroki_ros.collision import RobotSpheres
         from pyroki_ros.robots import urdf_path
-        from pyroki_ros.viewer import Viewer
+        from pyroki_ros.viz.viewer import Viewer
 
         robot = Robot.from_urdf(urdf_path("panda"))
         spheres = RobotSpheres.embedded("panda", robot)

@@ -21,8 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from pyroki_ros.msg import ErrorCode
-
-from .conversions import RequestError
+from pyroki_ros.ros.conversions import RequestError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,8 +39,8 @@ from shape_msgs.msg import SolidPrimitive
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from pyroki_ros import display
-from pyroki_ros.display import Shape
+from pyroki_ros.viz import display
+from pyroki_ros.viz.display import Shape
 
 TOPIC = "~/markers"
 NAMESPACES = ("goal", "objectives", "plan_goal", "path", "obstacles", "scene", "collision_spheres")
@@ -169,7 +169,7 @@ def primitive_shapes(
     """``(label, SolidPrimitive, PoseStamped)`` entries as shapes in the root frame, their
     poses placed with ``frames`` (model.fk at the state the node placed them at). SPHERE,
     BOX and CYLINDER; at most ``limit``; an entry the node would refuse is left out."""
-    from .conversions import RequestError, pose_to_wxyz_xyz
+    from pyroki_ros.ros.conversions import RequestError, pose_to_wxyz_xyz
 
     shapes: list[Shape] = []
     for label, shape, stamped in objects:
@@ -429,7 +429,7 @@ class NodeMarkers:
 
     def _robot_spheres(self, model):
         if self._spheres is None or self._spheres[0] is not model:
-            from .planning import load_spheres
+            from pyroki_ros.ros.planning import load_spheres
 
             try:
                 spheres, _ = load_spheres(model, self._spheres_source)

@@ -36,8 +36,7 @@ from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros import objectives as O
 from pyroki_ros.ik import BUCKETS, IKResult, IKSolver, PoseSolver
 from pyroki_ros.msg import ErrorCode, IKObjective
-
-from .conversions import (
+from pyroki_ros.ros.conversions import (
     RequestError,
     duration_seconds,
     joint_state_positions,
@@ -100,7 +99,7 @@ def bucket(count: int) -> int:
 def default_tip(robot: Robot) -> str:
     """A sensible end effector when none is configured: the leaf link at the end of the longest
     chain of revolute joints (ties: fewest other actuated joints, then last in tree order)."""
-    from pyroki_ros.robot import REVOLUTE
+    from pyroki_ros.model.robot import REVOLUTE
 
     children = {p for p in robot.parent_index if p >= 0}
     best, best_key = robot.root_link, None

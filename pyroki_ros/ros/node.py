@@ -79,17 +79,8 @@ from std_msgs.msg import Header, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective, MultiLinkGoal
-from pyroki_ros.srv import (
-    ApplyPlanningScene,
-    ComputeFK,
-    PlanTrajectory,
-    RetargetMotion,
-    SolveIK,
-    SolveIKBatch,
-)
-
-from . import markers, planning
-from .conversions import (
+from pyroki_ros.ros import markers, planning
+from pyroki_ros.ros.conversions import (
     RequestError,
     fixed_frame_table,
     joint_state_positions,
@@ -100,10 +91,18 @@ from .conversions import (
     seconds_to_duration,
     wxyz_xyz_to_pose,
 )
-from .deferred import BackgroundWork, Deferred, allow_deferred, answer_within
-from .limits import RequestLimits
-from .model import MAX_RESTARTS, LoadedModel, SolveSettings
-from .scene import PlanningScene
+from pyroki_ros.ros.deferred import BackgroundWork, Deferred, allow_deferred, answer_within
+from pyroki_ros.ros.limits import RequestLimits
+from pyroki_ros.ros.model import MAX_RESTARTS, LoadedModel, SolveSettings
+from pyroki_ros.ros.scene import PlanningScene
+from pyroki_ros.srv import (
+    ApplyPlanningScene,
+    ComputeFK,
+    PlanTrajectory,
+    RetargetMotion,
+    SolveIK,
+    SolveIKBatch,
+)
 
 # Share the GPU with other processes: by default JAX takes 75 % of its memory at its first
 # operation (backends start then, not at import, so this still applies). A user's own
@@ -1523,7 +1522,7 @@ class PyrokiRosNode(Node):
                     f"steps[{t}] has {len(step.points)} points for "
                     f"{len(request.link_names)} link_names",
                 )
-        from pyroki_ros.trajopt import retarget_memory_bytes
+        from pyroki_ros.planning.trajopt import retarget_memory_bytes
 
         need = retarget_memory_bytes(steps, len(model.joint_names), len(request.link_names))
         if need > RETARGET_MEMORY_BYTES:
@@ -1716,8 +1715,7 @@ def _batch_targets(model, request, seed: np.ndarray, *, orientation: bool) -> np
 
 def _batch_objective(model, request, targets, position_only, weight):
     from pyroki_ros import objectives as O
-
-    from .conversions import vector
+    from pyroki_ros.ros.conversions import vector
 
     local_point = vector(request.local_point, "local_point")
     if position_only:

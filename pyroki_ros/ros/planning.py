@@ -17,18 +17,17 @@ from shape_msgs.msg import SolidPrimitive
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from pyroki_ros import collision as col
-from pyroki_ros import timing
 from pyroki_ros.msg import ErrorCode
-from pyroki_ros.robots import AVAILABLE
-from pyroki_ros.trajopt import (
+from pyroki_ros.planning import timing
+from pyroki_ros.planning.trajopt import (
     START_IN_COLLISION,
     TIMED_OUT,
     PlanResult,
     TrajectoryOptimizer,
     retarget,
 )
-
-from .conversions import (
+from pyroki_ros.robots import AVAILABLE
+from pyroki_ros.ros.conversions import (
     RequestError,
     duration_seconds,
     pose_compose,
@@ -37,8 +36,8 @@ from .conversions import (
     seconds_to_duration,
     vector,
 )
-from .model import LoadedModel
-from .scene import check_primitive
+from pyroki_ros.ros.model import LoadedModel
+from pyroki_ros.ros.scene import check_primitive
 
 
 @dataclasses.dataclass(frozen=True)

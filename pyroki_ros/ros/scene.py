@@ -15,8 +15,7 @@ from geometry_msgs.msg import PoseStamped
 from shape_msgs.msg import SolidPrimitive
 
 from pyroki_ros.msg import CollisionObject, ErrorCode
-
-from .conversions import RequestError, pose_to_wxyz_xyz, quoted
+from pyroki_ros.ros.conversions import RequestError, pose_to_wxyz_xyz, quoted
 
 # Dimensions each supported primitive needs (SolidPrimitive's own layout).
 DIMENSIONS = {SolidPrimitive.SPHERE: 1, SolidPrimitive.BOX: 3, SolidPrimitive.CYLINDER: 2}

@@ -1,4 +1,4 @@
-"""``pyroki-ros view``: a running node, seen in the browser (viser, pyroki_ros/viewer.py).
+"""``pyroki-ros view``: a running node, seen in the browser (viser, pyroki_ros/viz/viewer.py).
 
 A ROS client: it subscribes the node's ``~/markers`` (goals, objectives, planned path,
 obstacles, collision spheres), ``/robot_description`` (the robot to draw; or ``--urdf``),
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyroki_ros import display
+from pyroki_ros.viz import display
 
 NODE = "/pyroki_ros_node"
 JOINT_STATES = "/joint_states"
@@ -57,7 +57,7 @@ class ViewClient:
         from trajectory_msgs.msg import JointTrajectory
         from visualization_msgs.msg import MarkerArray
 
-        from . import markers
+        from pyroki_ros.ros import markers
 
         self._host, self._port = host, port
         self.viewer = None  # made when the robot is known
@@ -118,7 +118,7 @@ class ViewClient:
         from pyroki_ros import Robot
         from pyroki_ros.collision import RobotSpheres
         from pyroki_ros.robots import AVAILABLE
-        from pyroki_ros.viewer import Viewer
+        from pyroki_ros.viz.viewer import Viewer
 
         if self.viewer is not None:  # one robot per viewer: a new description is ignored
             return
@@ -188,7 +188,7 @@ class ViewClient:
         self.viewer.show_plan(np.stack(rows), times, tip=tip)
 
     def _on_markers(self, msg) -> None:
-        from .markers import marker_shape
+        from pyroki_ros.ros.markers import marker_shape
 
         self.messages["markers"] += 1
         with self._lock:

@@ -5,8 +5,8 @@ See docs/sampler.md. ``train`` fits a sampler to a robot chain from FK samples;
 sequence of targets; :mod:`.seeding` feeds the samples to the IK solver as seeds.
 """
 
-from .core import IKSampler, SamplerSpec, check_robot
-from .model import ModelConfig
-from .training import TrainConfig, train
+from pyroki_ros.sampler.core import IKSampler, SamplerSpec, check_robot
+from pyroki_ros.sampler.model import ModelConfig
+from pyroki_ros.sampler.training import TrainConfig, train
 
 __all__ = ["IKSampler", "ModelConfig", "SamplerSpec", "TrainConfig", "check_robot", "train"]

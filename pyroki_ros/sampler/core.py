@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 
-from ..kinematics import forward_kinematics
-from ..robot import Robot
-from . import model as m
+from pyroki_ros.model.kinematics import forward_kinematics
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.sampler import model as m
 
 Mode = Literal["position", "pose"]
 FORMAT = "pyroki_ros.sampler/1"
@@ -353,7 +353,7 @@ def check_robot(spec: SamplerSpec, robot: Robot) -> None:
             f"checkpoint joints {', '.join(spec.joint_names)} differ from the robot's "
             f"{', '.join(robot.joint_names)}"
         )
-    ours = np.asarray(robot.exact_limits, np.float64).reshape(-1, 2)
+    ours = np.asarray(robot.limits.bounds, np.float64).reshape(-1, 2)
     if not np.allclose(np.asarray(spec.limits, np.float64), ours, atol=1e-6):
         raise ValueError("checkpoint joint limits differ from the robot's")
     for link in (spec.tip, spec.base):

@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import objectives as obj
-from ..ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, _bucket
-from .core import IKSampler, _sample, pose_errors, tip_pose
+from pyroki_ros import objectives as obj
+from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, _bucket
+from pyroki_ros.sampler.core import IKSampler, _sample, pose_errors, tip_pose
 
 Strategy = Literal["best", "all"]
 ORIENTATION_WEIGHT = 0.1  # m per rad when ranking pose samples, as objectives.pose weighs them

@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..robot import Robot
-from . import model as m
-from .core import (
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.sampler import model as m
+from pyroki_ros.sampler.core import (
     IKSampler,
     Mode,
     SamplerSpec,
@@ -72,7 +72,7 @@ def make_spec(
     return SamplerSpec(
         robot_name=robot.name,
         joint_names=robot.joint_names,
-        limits=tuple(tuple(map(float, x)) for x in robot.exact_limits),
+        limits=tuple(tuple(map(float, x)) for x in robot.limits.bounds),
         tip=tip,
         base=base,
         mode=mode,

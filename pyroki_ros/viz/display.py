@@ -2,7 +2,7 @@
 
 One vocabulary for both pictures of a problem: the RViz markers of the node
 (``pyroki_ros/ros/markers.py``: a :class:`Shape` becomes one ``visualization_msgs/Marker``)
-and the viser web viewer (``pyroki_ros/viewer.py``). Numpy only: forward kinematics is the
+and the viser web viewer (``pyroki_ros/viz/viewer.py``). Numpy only: forward kinematics is the
 caller's (``link_poses``), so nothing here compiles or touches a device.
 
 Objectives are drawn Klampt-style: a pose as an axes triad at the target, a position (point

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 
-from .robot import PRISMATIC, REVOLUTE, Robot
+from pyroki_ros.model.robot import PRISMATIC, REVOLUTE, Robot
 
 Quat = tuple[jax.Array, jax.Array, jax.Array, jax.Array]  # w, x, y, z
 Vec = tuple[jax.Array, jax.Array, jax.Array]

@@ -1,6 +1,6 @@
 """Trajectory optimisation: a path of T joint configurations from a start to a goal.
 
-The path is the variable chain of :mod:`pyroki_ros.nls` (T knots x n joints). Costs:
+The path is the variable chain of :mod:`pyroki_ros.solver.lm` (T knots x n joints). Costs:
 
 * objectives (the IK vocabulary of :mod:`pyroki_ros.objectives`) with per-knot weights: the
   goal at the last knot, waypoints at inner knots, keypoints at every knot (retargeting);
@@ -13,7 +13,7 @@ The path is the variable chain of :mod:`pyroki_ros.nls` (T knots x n joints). Co
 
 Joint limits hold by projection; the start knot (and a joint-space goal) stays fixed. Several
 initial paths are optimised at once (``vmap``) and the best feasible one wins. Velocity and
-acceleration limits are met by the time parameterisation (:mod:`pyroki_ros.timing`).
+acceleration limits are met by the time parameterisation (:mod:`pyroki_ros.planning.timing`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import collision as col
-from . import devices, nls, sampling
-from . import kinematics as k
-from . import objectives as obj
-from .robot import Robot
+from pyroki_ros import collision as col
+from pyroki_ros import devices
+from pyroki_ros import objectives as obj
+from pyroki_ros.model import kinematics as k
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.planning import rrt
+from pyroki_ros.solver import lm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,7 +380,7 @@ def _in_chunks(fn, configs: jax.Array, chunk: int):
 
 def _linearize(
     robot: Robot, collide: _Collision, smoothing: jax.Array, p: _Problem, x: jax.Array
-) -> nls.Linearization:
+) -> lm.Linearization:
     """Gauss-Newton pieces of all costs at the path x (T, n)."""
     t_count, n = x.shape
     w = p.weights
@@ -455,9 +457,9 @@ def _linearize(
         gradient = gradient + grad * value[:, None]
         cost = cost + 0.5 * jnp.sum(value * value)
 
-    # (c + 1, T) diagonals of the smoothness matrix (nls.smoothing_bands), never (T, T).
+    # (c + 1, T) diagonals of the smoothness matrix (lm.smoothing_bands), never (T, T).
     coupling = w[1] * smoothing[0] + w[2] * smoothing[1] + w[3] * smoothing[2]
-    return nls.Linearization(
+    return lm.Linearization(
         cost=cost,
         gradient=gradient,
         diagonal=diagonal,
@@ -509,7 +511,7 @@ def _solve_starts(robot, collide, smoothing, bandwidth, samples, p: _Problem, st
 
     def one(x0, lower, upper, objectives):
         q = dataclasses.replace(p, lower=lower, upper=upper, objectives=objectives)
-        result = nls.solve_chain(
+        result = lm.solve_chain(
             functools.partial(_linearize, robot, collide, smoothing, q),
             x0,
             free=q.free,
@@ -573,9 +575,9 @@ class TrajectoryOptimizer:
         self._empty_world = col.World.empty()
         self._clearance_program = jax.jit(functools.partial(_clearances, robot, spheres))
         self._lock = threading.Lock()
-        self._lower, self._upper = np.array(robot.exact_limits, np.float64).reshape(-1, 2).T
+        self._lower, self._upper = np.array(robot.limits.bounds, np.float64).reshape(-1, 2).T
         self._dtype = np.dtype(robot.dtype)
-        from .ik import IKSolver
+        from pyroki_ros.ik import IKSolver
 
         self.ik = IKSolver(robot, device=device)
         self._attempts = (1,) * 8 if self.device.platform == "cpu" else (8,)
@@ -596,7 +598,7 @@ class TrajectoryOptimizer:
                 return program
             # Velocity, acceleration, jerk by diagonals (3, bandwidth + 1, T): without jerk
             # (bandwidth 2) its weight is 0 and its third diagonal is not needed.
-            bands = nls.smoothing_bands(t_count, (1, 2, 3))[:, : bandwidth + 1]
+            bands = lm.smoothing_bands(t_count, (1, 2, 3))[:, : bandwidth + 1]
             smoothing = jnp.asarray(bands, self._dtype)
             fn = functools.partial(
                 _solve_starts, self.robot, self._collide, smoothing, bandwidth, self.dense_samples
@@ -850,7 +852,7 @@ class TrajectoryOptimizer:
                 default links no active joint moves (the base on its stand) are not checked
                 against the world. A start that collides otherwise is not planned from:
                 ``reason`` START_IN_COLLISION, the message names both sides.
-            sampling_budget: seconds for the global step (:mod:`pyroki_ros.sampling`:
+            sampling_budget: seconds for the global step (:mod:`pyroki_ros.planning.rrt`:
                 RRT-Connect over the sphere model at a quarter of the margin) whose path is
                 the next start path once the first one fails (0: none). Not with waypoints.
             timeout: wall-clock budget (s, 0 = none), checked before each start path (and
@@ -1018,7 +1020,7 @@ class TrajectoryOptimizer:
                 ]
             )
             if sampling_budget > 0 and not waypoints and (used > 0 or count > 1):
-                seeded, _ = sampling.global_path(
+                seeded, _ = rrt.global_path(
                     self, start, goals, active, t_count, world=world, contacts=contacts,
                     margin=margin / 4, seed=seed,
                     budget=min(sampling_budget, left) if timeout > 0 else sampling_budget,

@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 
-from .urdf import URDFDescription, read_urdf
+from pyroki_ros.model.limits import JointLimits
+from pyroki_ros.model.urdf import URDFDescription, read_urdf
 
 FIXED, REVOLUTE, PRISMATIC = 0, 1, 2
 _TYPE_CODE = {"fixed": FIXED, "revolute": REVOLUTE, "continuous": REVOLUTE, "prismatic": PRISMATIC}
@@ -43,22 +44,19 @@ class Robot:
     multipliers: jax.Array  # (n_links,) joint value = multiplier * q[q_index] + offset
     offsets: jax.Array  # (n_links,)
     # Per actuated joint (n_joints,):
-    lower: jax.Array  # position limits; continuous joints report [-pi, pi]
-    upper: jax.Array
     velocity_limits: jax.Array  # rad/s or m/s; inf where the URDF sets none
     effort_limits: jax.Array  # N m or N; inf where the URDF sets none
 
     name: str = _static()
     link_names: tuple[str, ...] = _static()
     joint_names: tuple[str, ...] = _static()  # actuated joints
-    continuous: tuple[bool, ...] = _static()  # (n_joints,) unlimited, angle wraps
     parent_index: tuple[int, ...] = _static()  # (n_links,) -1 for the root
     joint_type: tuple[int, ...] = _static()  # (n_links,) FIXED, REVOLUTE or PRISMATIC
     q_index: tuple[int, ...] = _static()  # (n_links,) actuated joint driving the link, or -1
     link_joint_names: tuple[str, ...] = _static()  # (n_links,) URDF joint name, "" for the root
     mimic_joint_names: tuple[str, ...] = _static()
-    # Limits as written in the URDF, float64: a float32 copy can round past them.
-    exact_limits: tuple[tuple[float, float], ...] = _static()
+    # Position limits as written in the URDF (float64: a float32 copy can round past them).
+    limits: JointLimits = dataclasses.field(metadata={"static": True})
 
     @staticmethod
     def from_urdf(source: str | os.PathLike, dtype: jnp.dtype = jnp.float32) -> Robot:
@@ -125,22 +123,21 @@ class Robot:
             q_index.append(actuated_index[source.name])
             multipliers[i], offsets[i] = multiplier, offset
 
-        continuous = tuple(j.type == "continuous" for j in actuated)
-        lower = np.array([-np.pi if c else j.lower for j, c in zip(actuated, continuous)])
-        upper = np.array([np.pi if c else j.upper for j, c in zip(actuated, continuous)])
+        limits = JointLimits.create(
+            [j.lower for j in actuated],
+            [j.upper for j in actuated],
+            [j.type == "continuous" for j in actuated],
+        )
         return Robot(
             origins=jnp.asarray(origins, dtype),
             axes=jnp.asarray(axes, dtype),
             multipliers=jnp.asarray(multipliers, dtype),
             offsets=jnp.asarray(offsets, dtype),
-            lower=jnp.asarray(lower, dtype),
-            upper=jnp.asarray(upper, dtype),
             velocity_limits=jnp.asarray([j.velocity for j in actuated], dtype),
             effort_limits=jnp.asarray([j.effort for j in actuated], dtype),
             name=description.name,
             link_names=description.link_names,
             joint_names=tuple(j.name for j in actuated),
-            continuous=continuous,
             parent_index=tuple(parent_index),
             joint_type=tuple(joint_type),
             q_index=tuple(q_index),
@@ -148,7 +145,7 @@ class Robot:
             mimic_joint_names=tuple(
                 j.name for j in description.joints if j.type != "fixed" and j.mimic_joint
             ),
-            exact_limits=tuple((float(a), float(b)) for a, b in zip(lower, upper)),
+            limits=limits,
         )
 
     # --- sizes and look-ups -------------------------------------------------------------
@@ -160,6 +157,22 @@ class Robot:
     @property
     def n_links(self) -> int:
         return len(self.link_names)
+
+    @property
+    def lower(self) -> jax.Array:
+        """(n_joints,) lower position limits in the model's dtype (rounded inwards, see
+        :class:`JointLimits`); continuous joints read -pi."""
+        return jnp.asarray(self.limits.inner(self.dtype)[0])
+
+    @property
+    def upper(self) -> jax.Array:
+        """(n_joints,) upper position limits, as :attr:`lower`."""
+        return jnp.asarray(self.limits.inner(self.dtype)[1])
+
+    @property
+    def continuous(self) -> tuple[bool, ...]:
+        """(n_joints,) unbounded joints whose angle wraps."""
+        return self.limits.continuous
 
     @property
     def root_link(self) -> str:
@@ -199,7 +212,7 @@ class Robot:
         chain = self.ancestors(link)
         origins = np.asarray(self.origins, np.float64)
         multipliers, offsets = np.asarray(self.multipliers), np.asarray(self.offsets)
-        limits = np.asarray(self.exact_limits, np.float64).reshape(-1, 2)
+        limits = np.stack([self.limits.lower, self.limits.upper], axis=1)
         pose = jaxlie.SE3.identity()
         radius = 0.0
         moving = False
@@ -243,8 +256,6 @@ class Robot:
         composed into its children's): a shallower tree takes fewer rounds of FK (one per
         doubling of the depth, see kinematics.frames_t).
         """
-        from .kinematics import compose  # numpy in, numpy out; a module-level import would cycle
-
         wanted = set(links)
         needed = sorted({i for link in links for i in self.ancestors(link)})
         keep = [
@@ -256,21 +267,19 @@ class Robot:
         ]
         kept = set(keep)
         new_index = {old: new for new, old in enumerate(keep)}
-        origins = np.asarray(self.origins, np.float64)
         merged, parents = [], []
         for i in keep:
-            quat, pos = tuple(origins[i, :4]), tuple(origins[i, 4:])
+            origin = jaxlie.SE3(self.origins[i])
             parent = self.parent_index[i]
             while parent >= 0 and parent not in kept:  # a merged fixed link: pose = its origin
-                above = (tuple(origins[parent, :4]), tuple(origins[parent, 4:]))
-                quat, pos = compose(above, (quat, pos))
+                origin = jaxlie.SE3(self.origins[parent]) @ origin
                 parent = self.parent_index[parent]
-            merged.append([*quat, *pos])
+            merged.append(origin.wxyz_xyz)
             parents.append(-1 if parent < 0 else new_index[parent])
         pick = np.asarray(keep)
         return dataclasses.replace(
             self,
-            origins=jnp.asarray(np.asarray(merged), self.dtype),
+            origins=jnp.stack(merged).astype(self.dtype),
             axes=self.axes[pick],
             multipliers=self.multipliers[pick],
             offsets=self.offsets[pick],
@@ -291,41 +300,28 @@ class Robot:
         pick = np.asarray(joints, dtype=int)
         return dataclasses.replace(
             self,
-            lower=self.lower[pick],
-            upper=self.upper[pick],
             velocity_limits=self.velocity_limits[pick],
             effort_limits=self.effort_limits[pick],
             joint_names=tuple(self.joint_names[i] for i in joints),
-            continuous=tuple(self.continuous[i] for i in joints),
             q_index=tuple(-1 if i < 0 else new_index[i] for i in self.q_index),
-            exact_limits=tuple(self.exact_limits[i] for i in joints),
+            limits=self.limits.select(joints),
         )
 
-    # --- convenience wrappers over pyroki_ros.kinematics -----------------------------------
-
-    def forward_kinematics(self, q: jax.Array) -> jaxlie.SE3:
-        """Every link's pose in the root frame: wxyz_xyz of shape (*batch, n_links, 7)."""
-        from .kinematics import forward_kinematics
-
-        return forward_kinematics(self, q)
+    # --- limits (pyroki_ros.model.limits) ----------------------------------------------------
 
     def random_configurations(
         self, key: jax.Array, shape: tuple[int, ...] = (), margin: float = 0.0
     ) -> jax.Array:
         """Uniform samples inside the limits, shape (*shape, n_joints)."""
-        span = self.upper - self.lower
-        u = jax.random.uniform(key, (*shape, self.n_joints), self.dtype)
-        return self.lower + margin * span + u * (1 - 2 * margin) * span
+        return self.limits.random(key, shape, self.dtype, margin)
 
     def clip(self, q: jax.Array) -> jax.Array:
-        """Wraps continuous joints to [-pi, pi) and clips the others to their limits."""
-        wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
-        mask = jnp.asarray(self.continuous, dtype=bool)
-        return jnp.where(mask, wrapped, jnp.clip(q, self.lower, self.upper))
+        """Wraps continuous joints to [-pi, pi) and clips the others: :meth:`JointLimits.clip`."""
+        return self.limits.clip(q)
 
     def center(self) -> jax.Array:
         """Midpoint of the limits, (n_joints,)."""
-        return (self.lower + self.upper) / 2
+        return jnp.asarray(self.limits.center(), self.dtype)
 
     def describe(self, kind: Literal["short", "long"] = "short") -> str:
         lines = [f"robot '{self.name}': {self.n_links} links, {self.n_joints} actuated joints"]

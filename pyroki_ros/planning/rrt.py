@@ -3,7 +3,7 @@
 A straight or randomly bent start path refined by local optimisation cannot leave one shelf
 bin or cage and enter another; a sampling-based planner can. Its path (start to one of the
 goal configurations) is shortcut, resampled to the plan's knots and handed to
-:meth:`pyroki_ros.trajopt.TrajectoryOptimizer.optimize` as an initial path, which refines
+:meth:`pyroki_ros.planning.trajopt.TrajectoryOptimizer.optimize` as an initial path, which refines
 smoothness and clearance; the optimiser's dense check still decides success.
 
 Validity is the optimiser's rule: :func:`pyroki_ros.collision.checked_pairs` masks (the same
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
-from . import collision as col
+from pyroki_ros import collision as col
 
 if TYPE_CHECKING:
-    from .trajopt import TrajectoryOptimizer
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
 CHUNK = 512  # configurations per call of the compiled check (one program for every scene)
 RESOLUTION = 0.05  # rad, largest joint step between two checked points of an edge

@@ -8,7 +8,7 @@
 
 The robot is drawn as its collision spheres (the bundled robots are mesh-free) and a stick
 figure through its link origins; with a URDF *file* whose visual meshes all resolve, its meshes
-as well (viser's ViserUrdf). Anything else comes in as :class:`pyroki_ros.display.Shape`
+as well (viser's ViserUrdf). Anything else comes in as :class:`pyroki_ros.viz.display.Shape`
 lists (the vocabulary of the node's RViz markers), so ``pyroki-ros view`` shows the node's
 ``~/markers`` through :meth:`Viewer.show_shapes`. Everything is in the robot's root frame.
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import display
-from .display import Shape
+from pyroki_ros.viz import display
+from pyroki_ros.viz.display import Shape
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -85,7 +85,7 @@ class Viewer:
         import trimesh
         import viser
 
-        from .kinematics import forward_kinematics
+        from pyroki_ros.model.kinematics import forward_kinematics
 
         self.server = viser.ViserServer(host=host, port=port, label=label, verbose=False)
         self.robot = robot
