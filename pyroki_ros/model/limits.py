@@ -11,8 +11,8 @@ calls this module:
   so that a float32 answer widened to float64 never lies past the URDF's limit.
 * :meth:`JointLimits.outside` says which joints of a configuration lie past their limits,
   with a tolerance (:data:`MEASURED_SLACK` for measured states).
-* :meth:`JointLimits.narrowed` gives per-solve limits inside the URDF's (Klampt's custom joint
-  limits): a narrower box for some joints, ``nan`` keeps a bound as it is.
+* :meth:`JointLimits.narrowed` gives per-solve limits (Klampt's custom joint limits): a
+  narrower box for some joints, a bound turned off (infinite) for others, NaN keeps one.
 
 It is hashable (tuples inside), so a :class:`~pyroki_ros.model.robot.Robot` keeps it as static
 metadata: the limits are constants of a compiled program, and narrowed limits for one solve are
@@ -135,26 +135,30 @@ class JointLimits:
         return low + margin * span + u * (1 - 2 * margin) * span
 
     def narrowed(self, lower=None, upper=None, *, name: str = "limits") -> JointLimits:
-        """Per-solve limits: (n,) ``lower`` / ``upper`` (None or NaN entries: keep the URDF's).
-        They must lie inside the URDF's limits (a continuous joint: inside [-pi, pi], which then
-        makes it bounded). ValueError naming the joint index otherwise."""
+        """Per-solve limits (Klampt's custom joint limits): (n,) ``lower`` / ``upper``, each
+        entry NaN to keep the URDF's bound, a finite value inside the URDF's limits to narrow
+        it, or -inf / +inf to turn that bound off for this solve (the caller asks for answers
+        past the URDF's limit). A joint with a bound given is no longer continuous.
+        ValueError naming the joint index otherwise."""
         new_low, new_high = self.lower.copy(), self.upper.copy()
         flags = list(self.continuous)
-        for given, into in ((lower, new_low), (upper, new_high)):
+        for given, into, off in ((lower, new_low, -np.inf), (upper, new_high, np.inf)):
             if given is None:
                 continue
             given = np.asarray(given, np.float64)
             if given.shape != (self.n,):
                 raise ValueError(f"{name}: expected {self.n} values, got shape {given.shape}")
-            if np.any(np.isinf(given)):
-                raise ValueError(f"{name}: bounds must be finite (NaN keeps the URDF's)")
+            if np.any(given == -off):
+                raise ValueError(f"{name}: a bound of {-off} would leave nothing")
             set_ = ~np.isnan(given)
             into[set_] = given[set_]
             for i in np.flatnonzero(set_):
                 flags[i] = False
-        bad = (
-            (new_low < self.lower - 1e-12) | (new_high > self.upper + 1e-12) | (new_low > new_high)
+        finite_low, finite_high = np.isfinite(new_low), np.isfinite(new_high)
+        bad = (finite_low & (new_low < self.lower - 1e-12)) | (
+            finite_high & (new_high > self.upper + 1e-12)
         )
+        bad |= new_low > new_high
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
