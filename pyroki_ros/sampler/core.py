@@ -20,6 +20,7 @@ import jaxlie
 import numpy as np
 
 from pyroki_ros.model.kinematics import forward_kinematics
+from pyroki_ros.model.limits import JointLimits
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.sampler import model as m
 
@@ -58,6 +59,14 @@ class SamplerSpec:
             data[key] = tuple(data[key])
         data["limits"] = tuple(tuple(x) for x in data["limits"])
         return SamplerSpec(**data)
+
+    @property
+    def chain_limits(self) -> JointLimits:
+        """The limits of the modelled joints (the checkpoint's; continuous joints span
+        [-pi, pi] and are sampled as bounded)."""
+        return JointLimits.create(*np.asarray(self.limits).T, [False] * len(self.limits)).select(
+            self.chain
+        )
 
 
 def target_dim(mode: Mode) -> int:
@@ -126,8 +135,8 @@ def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high):
 
 def half_span(spec: SamplerSpec) -> jax.Array:
     """(n,) half the range of each chain joint (rad or m)."""
-    limits = np.asarray(spec.limits, np.float64)[list(spec.chain)]
-    return jnp.asarray((limits[:, 1] - limits[:, 0]) / 2, jnp.float32)
+    limits = spec.chain_limits
+    return jnp.asarray((limits.upper - limits.lower) / 2, jnp.float32)
 
 
 def sample_normalized(
@@ -184,14 +193,13 @@ def _to_configuration(spec: SamplerSpec, rest: jax.Array, u: jax.Array) -> jax.A
     """Full configurations (..., n_all) from normalized chain joints (..., n)."""
     lower, upper = _chain_limits(spec, u.dtype)
     s = (jnp.clip(u, -1, 1) + 1) / 2
-    q_chain = jnp.clip((1 - s) * lower + s * upper, lower, upper)  # never rounds past a limit
+    q_chain = spec.chain_limits.clip((1 - s) * lower + s * upper)  # never rounds past a limit
     q = jnp.broadcast_to(rest, (*u.shape[:-1], rest.shape[-1]))
     return q.at[..., jnp.asarray(spec.chain)].set(q_chain)
 
 
 def _chain_limits(spec: SamplerSpec, dtype):
-    limits = np.asarray(spec.limits, np.float64)[list(spec.chain)]
-    return jnp.asarray(limits[:, 0], dtype), jnp.asarray(limits[:, 1], dtype)
+    return tuple(jnp.asarray(x) for x in spec.chain_limits.inner(dtype))
 
 
 def _normalize(spec: SamplerSpec, q_chain: jax.Array) -> jax.Array:
@@ -231,7 +239,7 @@ class IKSampler:
     def rest(self) -> np.ndarray:
         """(n_all,) values of the joints outside the chain: the middle of their limits."""
         limits = np.asarray(self.spec.limits, np.float64)
-        return (limits[:, 0] + limits[:, 1]) / 2
+        return limits.mean(axis=1)
 
     def _targets(self, targets) -> np.ndarray:
         targets = np.asarray(targets, np.float32)

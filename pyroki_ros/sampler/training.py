@@ -61,7 +61,7 @@ def make_spec(
     base, chain = chain_for(robot, tip, base)
     if model is None:
         model = m.ModelConfig(n_joints=len(chain), target_dim=target_dim(mode), **model_options)
-    rest = (robot.lower + robot.upper) / 2
+    rest = robot.center()
     q = jnp.broadcast_to(rest, (4096, robot.n_joints))
     q = q.at[:, jnp.asarray(chain)].set(
         robot.random_configurations(jax.random.PRNGKey(12345), (4096,))[:, jnp.asarray(chain)]
@@ -86,7 +86,7 @@ def make_spec(
 def _batch(spec: SamplerSpec, robot: Robot, key: jax.Array, size: int):
     """Uniform chain configurations and their tip targets: (u (size, n), targets (size, 3|7))."""
     chain = jnp.asarray(spec.chain)
-    rest = (robot.lower + robot.upper) / 2
+    rest = robot.center()
     q = jnp.broadcast_to(rest, (size, robot.n_joints))
     q = q.at[:, chain].set(robot.random_configurations(key, (size,))[:, chain])
     pose = tip_pose(robot, spec.tip, spec.base, q)

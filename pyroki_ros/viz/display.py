@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import jax.numpy as jnp
+import jaxlie
 import numpy as np
 
 # Shape kinds; each maps to one Marker type (markers.py) and one viser node (viewer.py).
@@ -81,60 +83,26 @@ class Shape:
         return dataclasses.replace(self, pose=compose(frame, self.pose))
 
 
-# --- quaternions and poses (wxyz_xyz) -----------------------------------------------------------
+# --- poses (wxyz_xyz, through jaxlie; float32 unless x64 is on: enough to draw) -----------------------------------------------------------
 
 
-def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product of wxyz quaternions (..., 4)."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
-    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
-
-
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """np.cross for (..., 3), without its axis handling (a few times faster on small inputs)."""
-    a, b = np.broadcast_arrays(a, b)
-    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
-    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
-
-
-def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Vectors (..., 3) rotated by unit wxyz quaternions (..., 4)."""
-    q, v = np.asarray(q, np.float64), np.asarray(v, np.float64)
-    w, u = q[..., :1], q[..., 1:]
-    t = 2.0 * _cross(u, v)
-    return v + w * t + _cross(u, t)
+def _host(x) -> np.ndarray:
+    return np.asarray(x, np.float64)
 
 
 def compose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a * b`` for wxyz_xyz poses (..., 7): ``b`` given in ``a``'s frame, in ``a``'s parent."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return np.concatenate(
-        [quat_multiply(a[..., :4], b[..., :4]), rotate(a[..., :4], b[..., 4:]) + a[..., 4:]], -1
-    )
+    return _host((jaxlie.SE3(jnp.asarray(a)) @ jaxlie.SE3(jnp.asarray(b))).wxyz_xyz)
 
 
 def inverse(a: np.ndarray) -> np.ndarray:
     """The inverse of wxyz_xyz poses (..., 7)."""
-    a = np.asarray(a, np.float64)
-    conj = a[..., :4] * np.array([1.0, -1.0, -1.0, -1.0])
-    return np.concatenate([conj, -rotate(conj, a[..., 4:])], -1)
+    return _host(jaxlie.SE3(jnp.asarray(a)).inverse().wxyz_xyz)
 
 
 def transform_points(pose: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Points (..., 3) given in the frame(s) ``pose`` (..., 7), in the parent frame."""
-    pose = np.asarray(pose, np.float64)
-    return rotate(pose[..., :4], points) + pose[..., 4:]
+    return _host(jaxlie.SE3(jnp.asarray(pose)).apply(jnp.asarray(points)))
 
 
 def quat_z_to(direction: np.ndarray) -> np.ndarray:
@@ -281,7 +249,7 @@ def objective_shapes(
             name = f"{label}[{k}]" + (f"[{b}]" if len(target) > 1 else "") + f" {o.kind} {o.link}"
             goal = compose(frame, target[b])
             point = goal[4:]
-            direction = rotate(frame[:4], axis[b])
+            direction = _host(jaxlie.SO3(jnp.asarray(frame[:4])).apply(jnp.asarray(axis[b])))
             shapes.extend(
                 _objective(o.kind, goal, point, direction, link_pose, local_point[b], color, name)
             )
