@@ -9,11 +9,10 @@ import pathlib
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
+from harness import IsolatedNode
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-
-from pyroki_ros.ros.harness import IsolatedNode
 
 CONFIG = pathlib.Path(__file__).resolve().parents[1] / "config" / "panda.yaml"
 LATCHED = QoSProfile(

@@ -28,6 +28,7 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import RosSession, reserve_domain_id, ros_environment, wait_until
 from node_helpers import LATCHED, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import ComputeFK, SolveIK
@@ -35,7 +36,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import RosSession, reserve_domain_id, ros_environment, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 PANDA_ARM = [f"panda_joint{i}" for i in range(1, 8)]

@@ -1,5 +1,6 @@
-"""The ROS boundary without DDS: quaternion order, rigid transforms, message checks, and the
-translation of IKObjective messages into core objectives (pyroki_ros/ros/conversions.py, model.py).
+"""The ROS boundary without DDS: quaternion order (conversions.py), host rigid transforms
+(frames.py), request checks and the translation of IKObjective messages into core objectives
+(requests.py), the loaded model's program cache (model.py), parameters (params.py).
 
 Transforms are checked against test/reference_fk.py's independent matrix code.
 """
@@ -22,6 +23,8 @@ from pyroki_ros.msg import ErrorCode, IKObjective
 from sensor_msgs.msg import JointState
 
 from pyroki_ros.ros import conversions as C
+from pyroki_ros.ros import frames as F
+from pyroki_ros.ros import requests as R
 
 
 def random_wxyz_xyz(rng, n=None):
@@ -49,8 +52,9 @@ def test_pose_message_round_trip_keeps_ros_order():
         position=Point(x=1.0, y=2.0, z=3.0),
         orientation=Quaternion(x=0.0, y=0.0, z=math.sin(0.25), w=math.cos(0.25)),
     )
-    a = C.pose_to_wxyz_xyz(pose, "p")
+    a = R.pose(pose, "p")
     np.testing.assert_allclose(a, [math.cos(0.25), 0, 0, math.sin(0.25), 1, 2, 3])
+    np.testing.assert_array_equal(C.pose_to_wxyz_xyz(pose), a)
     back = C.wxyz_xyz_to_pose(a)
     assert (back.orientation.z, back.orientation.w) == pytest.approx(
         (math.sin(0.25), math.cos(0.25))
@@ -60,22 +64,23 @@ def test_pose_message_round_trip_keeps_ros_order():
 
 def test_quaternion_is_normalised():
     pose = Pose(orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=2.0))
-    np.testing.assert_allclose(C.pose_to_wxyz_xyz(pose, "p")[:4], [1, 0, 0, 0])
+    np.testing.assert_allclose(R.pose(pose, "p")[:4], [1, 0, 0, 0])
 
 
 def test_transforms_match_reference_matrices():
     rng = np.random.default_rng(0)
     for _ in range(20):
         a, b = random_wxyz_xyz(rng), random_wxyz_xyz(rng)
-        np.testing.assert_allclose(matrix(C.pose_compose(a, b)), matrix(a) @ matrix(b), atol=1e-12)
-        np.testing.assert_allclose(matrix(C.pose_inverse(a)), np.linalg.inv(matrix(a)), atol=1e-12)
-        np.testing.assert_allclose(C.pose_to_matrix(a), matrix(a), atol=1e-12)
+        np.testing.assert_allclose(matrix(F.compose(a, b)), matrix(a) @ matrix(b), atol=1e-12)
+        np.testing.assert_allclose(matrix(F.inverse(a)), np.linalg.inv(matrix(a)), atol=1e-12)
         v = rng.normal(size=3)
-        np.testing.assert_allclose(C.quat_rotate(a[:4], v), matrix(a)[:3, :3] @ v, atol=1e-12)
+        np.testing.assert_allclose(F.rotate(a[:4], v), matrix(a)[:3, :3] @ v, atol=1e-12)
+        np.testing.assert_allclose(F.apply(a, v), (matrix(a) @ [*v, 1.0])[:3], atol=1e-12)
     batch_a, batch_b = random_wxyz_xyz(rng, 5), random_wxyz_xyz(rng, 5)
-    out = C.pose_compose(batch_a, batch_b)
+    out = F.compose(batch_a, batch_b)
     for i in range(5):
-        np.testing.assert_allclose(out[i], C.pose_compose(batch_a[i], batch_b[i]), atol=1e-15)
+        np.testing.assert_allclose(out[i], F.compose(batch_a[i], batch_b[i]), atol=1e-15)
+    assert out.dtype == np.float64  # host maths: no float32 round trip through JAX
 
 
 @pytest.mark.parametrize(
@@ -89,22 +94,22 @@ def test_transforms_match_reference_matrices():
     ],
 )
 def test_bad_poses_are_invalid_pose(pose, orientation):
-    with pytest.raises(C.RequestError) as info:
-        C.pose_to_wxyz_xyz(pose, "target", orientation=orientation)
+    with pytest.raises(R.RequestError) as info:
+        R.pose(pose, "target", orientation=orientation)
     assert info.value.code == ErrorCode.INVALID_POSE
     assert "target" in info.value.message
 
 
 def test_zero_quaternion_is_fine_where_orientation_is_unused():
     pose = Pose(orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=0.0))
-    np.testing.assert_allclose(C.pose_to_wxyz_xyz(pose, "t", orientation=False)[:4], [1, 0, 0, 0])
+    np.testing.assert_allclose(R.pose(pose, "t", orientation=False)[:4], [1, 0, 0, 0])
 
 
 def test_vectors():
-    np.testing.assert_allclose(C.unit_vector(Vector3(x=0.0, y=3.0, z=4.0), "a"), [0, 0.6, 0.8])
-    np.testing.assert_allclose(C.unit_vector(Vector3(), "a", default=(0, 0, 1)), [0, 0, 1])
-    with pytest.raises(C.RequestError) as info:
-        C.unit_vector(Vector3(), "axis")
+    np.testing.assert_allclose(R.unit_vector(Vector3(x=0.0, y=3.0, z=4.0), "a"), [0, 0.6, 0.8])
+    np.testing.assert_allclose(R.unit_vector(Vector3(), "a", default=(0, 0, 1)), [0, 0, 1])
+    with pytest.raises(R.RequestError) as info:
+        R.unit_vector(Vector3(), "axis")
     assert info.value.code == ErrorCode.INVALID_REQUEST
 
 
@@ -117,8 +122,8 @@ def test_vectors():
     ],
 )
 def test_bad_joint_states(state, message):
-    with pytest.raises(C.RequestError) as info:
-        C.joint_state_positions(state, "seed")
+    with pytest.raises(R.RequestError) as info:
+        R.joint_state_positions(state, "seed")
     assert info.value.code == ErrorCode.INVALID_JOINT_STATE
     assert message in info.value.message
 
@@ -150,7 +155,7 @@ def test_target_in_a_link_frame_is_placed_with_fk_at_the_seed(panda):
     msg.target.header.frame_id = "panda_link3"
     msg.target.pose.position = Point(x=0.1, y=0.2, z=0.3)
     msg.axis = Vector3(x=1.0, y=0.0, z=0.0)
-    objective = model.objective(msg, "o", frames)
+    objective = R.objective(model, msg, "o", frames)
     assert objective.kind == "hinge" and objective.reference is None
     expected = link3 @ np.array([0.1, 0.2, 0.3, 1.0])
     np.testing.assert_allclose(np.asarray(objective.target)[4:], expected[:3], atol=1e-5)
@@ -159,15 +164,15 @@ def test_target_in_a_link_frame_is_placed_with_fk_at_the_seed(panda):
 
 def test_relative_objective_keeps_the_reference(panda):
     model, _ = panda
-    frames = model.fk(model.middle)
+    frames = model.fk(model.robot.limits.center())
     msg = IKObjective(type=IKObjective.POSE, link="panda_hand", reference_link="panda_link3")
     msg.target.pose.position.z = 0.4
-    objective = model.objective(msg, "o", frames)
+    objective = R.objective(model, msg, "o", frames)
     assert objective.reference == "panda_link3"
     np.testing.assert_allclose(np.asarray(objective.target), [1, 0, 0, 0, 0, 0, 0.4])
     msg.target.header.frame_id = "panda_link2"
-    with pytest.raises(C.RequestError) as info:
-        model.objective(msg, "o", frames)
+    with pytest.raises(R.RequestError) as info:
+        R.objective(model, msg, "o", frames)
     assert info.value.code == ErrorCode.INVALID_REQUEST
 
 
@@ -187,7 +192,7 @@ def test_objective_kinds(panda, kind, core_kind):
     msg = IKObjective(type=kind, link="panda_hand")
     msg.axis.z = 1.0
     msg.local_point.x = 0.05
-    objective = model.objective(msg, "o", model.fk(model.middle))
+    objective = R.objective(model, msg, "o", model.fk(model.robot.limits.center()))
     assert objective.kind == core_kind
     if core_kind != "orientation":
         np.testing.assert_allclose(np.asarray(objective.local_point), [0.05, 0, 0])
@@ -199,24 +204,20 @@ def test_point_objective_is_aim_when_the_core_has_it(panda):
     model, _ = panda
     msg = IKObjective(type=IKObjective.POINT, link="panda_hand")
     msg.target.pose.position.x = 1.0
-    if hasattr(O, "aim"):
-        objective = model.objective(msg, "o", model.fk(model.middle))
-        assert objective.kind == "aim"
-        np.testing.assert_allclose(np.asarray(objective.local_axis), [0, 0, 1])  # zero -> +z
-    else:
-        with pytest.raises(C.RequestError) as info:
-            model.objective(msg, "o", model.fk(model.middle))
-        assert info.value.code == ErrorCode.INVALID_REQUEST and "POINT" in info.value.message
+    assert hasattr(O, "aim")
+    objective = R.objective(model, msg, "o", model.fk(model.robot.limits.center()))
+    assert objective.kind == "aim"
+    np.testing.assert_allclose(np.asarray(objective.local_axis), [0, 0, 1])  # zero -> +z
 
 
 def test_default_active_joints_are_the_ones_that_move_the_objectives(panda):
     model, _ = panda
     msg = IKObjective(type=IKObjective.POSE, link="panda_link4")
-    objective = model.objective(msg, "o", model.fk(model.middle))
-    assert model.active_joints([], [objective]) == [f"panda_joint{i}" for i in range(1, 5)]
-    assert model.active_joints(["panda_joint2"], [objective]) == ["panda_joint2"]
-    with pytest.raises(C.RequestError) as info:
-        model.active_joints(["panda_joint9"], [objective])
+    objective = R.objective(model, msg, "o", model.fk(model.robot.limits.center()))
+    assert R.active_joints(model, [], [objective]) == [f"panda_joint{i}" for i in range(1, 5)]
+    assert R.active_joints(model, ["panda_joint2"], [objective]) == ["panda_joint2"]
+    with pytest.raises(R.RequestError) as info:
+        R.active_joints(model, ["panda_joint9"], [objective])
     assert info.value.code == ErrorCode.UNKNOWN_JOINT
 
 
@@ -227,7 +228,7 @@ def test_default_active_joints_are_the_ones_that_move_the_objectives(panda):
 def test_config_files_match_the_declared_parameters(robot):
     yaml = pytest.importorskip("yaml")
     from pyroki_ros.robots import urdf_path
-    from pyroki_ros.ros.node import NODE_NAME, PARAMETERS
+    from pyroki_ros.ros.params import NODE_NAME, PARAMETERS
 
     config = pathlib.Path(__file__).resolve().parents[1] / "config" / f"{robot}.yaml"
     values = yaml.safe_load(config.read_text())[NODE_NAME]["ros__parameters"]
@@ -262,31 +263,33 @@ def test_compiled_ik_programs_are_bounded_and_an_evicted_one_solves_again():
         return [O.position(link, frames[link][:3, 3])]
 
     def solve(link):
-        outcome = model.solve(problem(link), seed)
-        assert outcome.success, outcome.message
-        reached = ref.reference_fk(reference, np.asarray(outcome.q, np.float64), model.joint_names)
+        result = model.solve(problem(link), seed)
+        assert result.success, (result.position_error, result.orientation_error)
+        reached = ref.reference_fk(reference, np.asarray(result.q, np.float64), model.joint_names)
         assert np.linalg.norm(reached[link][:3, 3] - frames[link][:3, 3]) < 1.1e-3
 
     links = ["panda_link5", "panda_link7", "panda_hand"]
     for link in links:
         solve(link)
+    assert model.compiled_programs == 2
     assert not model.is_compiled(problem(links[0]), seed)  # least recently used: dropped
     assert all(model.is_compiled(problem(link), seed) for link in links[1:])
     solve(links[0])
     assert model.is_compiled(problem(links[0]), seed)
     assert not model.is_compiled(problem(links[1]), seed)
+    assert model.compiled_programs == 2
 
 
 def test_fixed_frame_table_reads_ros_order_and_refuses_malformed_entries():
-    table = C.fixed_frame_table(
-        "world panda_link0 1 2 3 0 0 0 1;  cam panda_hand 0 0 0.1 0 0 1 0 ;"
-    )
+    from pyroki_ros.ros.params import fixed_frame_table
+
+    table = fixed_frame_table("world panda_link0 1 2 3 0 0 0 1;  cam panda_hand 0 0 0.1 0 0 1 0 ;")
     assert set(table) == {"world", "cam"}
     parent, pose = table["cam"]
     assert parent == "panda_hand"
     np.testing.assert_allclose(pose, [0, 0, 0, 1, 0, 0, 0.1])  # xyzw (0, 0, 1, 0) -> wxyz
     np.testing.assert_allclose(table["world"][1], [1, 0, 0, 0, 1, 2, 3])
-    assert C.fixed_frame_table("") == {}
+    assert fixed_frame_table("") == {}
     for bad in (
         "world panda_link0 0 0 0",
         "world panda_link0 0 0 0 0 0 0 x",
@@ -295,4 +298,4 @@ def test_fixed_frame_table_reads_ros_order_and_refuses_malformed_entries():
         "a b 0 0 0 0 0 0 1; a b 0 0 0 0 0 0 1",
     ):
         with pytest.raises(ValueError, match="fixed_frames"):
-            C.fixed_frame_table(bad)
+            fixed_frame_table(bad)

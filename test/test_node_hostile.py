@@ -434,8 +434,7 @@ def test_accept_robot_description_once(tmp_path_factory):
 
 
 def test_limits_are_documented_parameters():
-    from pyroki_ros.ros.limits import RequestLimits
-    from pyroki_ros.ros.node import PARAMETERS
+    from pyroki_ros.ros.params import PARAMETERS, RequestLimits
 
     declared = {p.name: p for p in PARAMETERS}
     for name in RequestLimits.__dataclass_fields__:

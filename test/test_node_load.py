@@ -24,12 +24,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
+from harness import NODE
 from node_helpers import pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import SolveIK
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import NODE
 
 URDF = urdf_path("panda").read_text()
 MODEL = ref.parse_urdf(URDF)

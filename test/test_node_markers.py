@@ -283,7 +283,7 @@ def test_view_client_shows_the_nodes_markers_state_and_trajectories(node):
             assert time.monotonic() < deadline, viewer.shown()
             time.sleep(0.1)
         assert viewer.shown()["markers/obstacles"] == 4
-        while client._q is None or not np.allclose(client._q, STATE):
+        while client.configuration is None or not np.allclose(client.configuration, STATE):
             assert time.monotonic() < deadline, "no /joint_states shown"
             time.sleep(0.1)
         trajectories = node.session.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)

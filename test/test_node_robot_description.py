@@ -23,6 +23,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
+from harness import wait_until
 from node_helpers import LATCHED, pose_stamped, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
@@ -30,7 +31,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import wait_until
 
 PANDA = urdf_path("panda").read_text()
 UR5 = urdf_path("ur5").read_text()

@@ -19,12 +19,11 @@ pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import plan_check as check
+from harness import IsolatedNode
 from node_helpers import CONFIG, pose_stamped, publish_robot
 from pyroki_ros.msg import IKObjective
 from pyroki_ros.srv import SolveIK
 from reference_fk import pose_errors
-
-from pyroki_ros.ros.harness import IsolatedNode
 
 STATE = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
 

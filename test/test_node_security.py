@@ -26,13 +26,13 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import IsolatedNode
 from node_helpers import CONFIG, start_node
 from pyroki_ros.srv import ComputeFK
 from rclpy._rclpy_pybind11 import NodeNameNonExistentError
 from sensor_msgs.msg import JointState
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import IsolatedNode
 
 POLICY = pathlib.Path(__file__).resolve().parents[1] / "docs" / "sros2_policy.xml"
 NODE_ENCLAVE = "/pyroki_ros"

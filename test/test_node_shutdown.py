@@ -2,7 +2,7 @@
 
 The reported race: after one ~/solve_ik, on a loaded machine, SIGTERM now and then left the node
 spinning for good (rclpy's signal thread wakes the executor before it shuts the context down;
-node.py, "shutdown on SIGINT / SIGTERM"). It is timing-dependent, so the case runs several
+shutdown.py). It is timing-dependent, so the case runs several
 times with CPU-burning processes beside the node. The other states: the model compiling (an
 uninterruptible JAX compilation on a worker thread), a plan and a batch running on the worker.
 """

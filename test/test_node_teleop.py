@@ -25,13 +25,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
+from harness import NODE, wait_until
 from node_helpers import pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import IKObjective, MultiLinkGoal
 from trajectory_msgs.msg import JointTrajectory
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.harness import NODE, wait_until
-from pyroki_ros.ros.node import TELEOP_RESYNC_SECONDS
+from pyroki_ros.ros.teleop import TELEOP_RESYNC_SECONDS
 
 BASE = "panda_link0"
 URDF = urdf_path("panda").read_text()

@@ -1,6 +1,6 @@
 """Property-based test of the request translation (hypothesis): random, mostly malformed
-messages go through what the node does with every request (LoadedModel.seed / objective,
-the pose-row and JointState conversions). Each call either returns finite arrays of the
+messages go through what the node does with every request (requests.seed / configuration /
+objective, the pose-row and JointState checks). Each call either returns finite arrays of the
 documented shapes (unit quaternions) or raises RequestError with a specific code and a short
 message; never another exception, never FAILURE.
 
@@ -25,12 +25,9 @@ from pyroki_ros.msg import ErrorCode, IKObjective
 from sensor_msgs.msg import JointState
 
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.ros.conversions import (
-    RequestError,
-    joint_state_positions,
-    pose_rows_to_wxyz_xyz,
-)
+from pyroki_ros.ros import requests as R
 from pyroki_ros.ros.model import LoadedModel
+from pyroki_ros.ros.requests import RequestError, joint_state_positions
 
 MODEL = LoadedModel(urdf_path("panda").read_text())
 CODES = {
@@ -106,19 +103,20 @@ def objectives(draw) -> IKObjective:
 @given(joint_states())
 def test_seed_from_any_joint_state(state):
     try:
-        q = MODEL.seed(state, None, "seed")
+        q = R.seed(MODEL, state, None, "seed")
     except RequestError as e:
         assert_refused(e)
         return
     assert q.shape == (len(MODEL.joint_names),) and np.all(np.isfinite(q))
-    assert np.all(q >= MODEL.lower) and np.all(q <= MODEL.upper)
+    limits = MODEL.robot.limits
+    assert np.all(q >= limits.lower) and np.all(q <= limits.upper)
 
 
 @FUZZ
 @given(joint_states())
 def test_exact_configuration_from_any_joint_state(state):
     try:
-        q, outside = MODEL.configuration(state, None, "robot_state")
+        q, outside = R.configuration(MODEL, state, None, "robot_state")
     except RequestError as e:
         assert_refused(e)
         return
@@ -145,9 +143,9 @@ def test_joint_state_positions(state):
 @FUZZ
 @given(objectives())
 def test_objective_from_any_message(msg):
-    frames = MODEL.frames_at(MODEL.middle)
+    frames = MODEL.frames_at(MODEL.robot.limits.center())
     try:
-        made = MODEL.objective(msg, "objectives[0]", frames)
+        made = R.objective(MODEL, msg, "objectives[0]", frames)
     except RequestError as e:
         assert_refused(e)
         return
@@ -168,7 +166,7 @@ def test_pose_rows(pose_list, orientation):
         for p in pose_list
     ]
     try:
-        out = pose_rows_to_wxyz_xyz(np.asarray(rows), "packed_poses", orientation=orientation)
+        out = R.pose_rows(np.asarray(rows), "packed_poses", orientation=orientation)
     except RequestError as e:
         assert_refused(e)
         return
@@ -192,7 +190,7 @@ def test_huge_name_lists_are_linear_and_their_messages_short():
     unknown = [f"x{i}" for i in range(60_000)]
     start = time.perf_counter()
     with pytest.raises(RequestError) as refused:
-        MODEL.seed(JointState(name=unknown, position=[0.0] * 60_000), None, "seed")
+        R.seed(MODEL, JointState(name=unknown, position=[0.0] * 60_000), None, "seed")
     assert time.perf_counter() - start < 0.5
     assert refused.value.code == ErrorCode.UNKNOWN_JOINT
     assert len(refused.value.message) < MAX_MESSAGE

@@ -45,6 +45,15 @@ class JointLimits:
 
     bounds: tuple[tuple[float, float], ...]
     continuous: tuple[bool, ...]
+    # numpy views of the above, made once (read-only): a request checks its seed with them
+    _arrays: tuple = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        pairs = np.asarray(self.bounds, np.float64).reshape(-1, 2)
+        arrays = (pairs[:, 0].copy(), pairs[:, 1].copy(), np.asarray(self.continuous, bool))
+        for a in arrays:
+            a.flags.writeable = False
+        object.__setattr__(self, "_arrays", arrays)
 
     @staticmethod
     def create(
@@ -73,17 +82,17 @@ class JointLimits:
     @property
     def lower(self) -> np.ndarray:
         """(n,) float64."""
-        return _arrays(self)[0]
+        return self._arrays[0]
 
     @property
     def upper(self) -> np.ndarray:
         """(n,) float64."""
-        return _arrays(self)[1]
+        return self._arrays[1]
 
     @property
     def wraps(self) -> np.ndarray:
         """(n,) bool: the continuous joints."""
-        return _arrays(self)[2]
+        return self._arrays[2]
 
     def center(self) -> np.ndarray:
         """(n,) the middle of each joint's range, float64."""
@@ -166,15 +175,6 @@ class JointLimits:
                 f"[{self.lower[i]:.6g}, {self.upper[i]:.6g}] or is empty"
             )
         return JointLimits(tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags))
-
-
-@functools.cache
-def _arrays(limits: JointLimits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    pairs = np.asarray(limits.bounds, np.float64).reshape(-1, 2)
-    out = (pairs[:, 0].copy(), pairs[:, 1].copy(), np.asarray(limits.continuous, bool))
-    for a in out:
-        a.flags.writeable = False
-    return out
 
 
 @functools.cache

@@ -12,6 +12,9 @@ pending task on every pass), which on a small CPU takes the time the work needs.
 :func:`allow_deferred` wraps one service's ``send_response``: the executor calls it with the
 callback's return value and the request header; a Deferred takes the header and sends the
 real response itself once it is resolved.
+
+:class:`CompileQueue` runs such work: one program compile at a time per key on a background
+thread, later work for the same program waiting for it instead of compiling it again.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+# Work items that may wait for one program's compile (beyond: the queue is full, BUSY).
+WAITERS_PER_COMPILE = 64
 
 
 class Deferred:
@@ -118,3 +124,50 @@ def answer_within(
     timer.daemon = True
     timer.start()
     return timer
+
+
+class CompileQueue:
+    """Work that needs a program compiled first: the first item for a key compiles it (one
+    background thread, at most ``capacity`` compiles queued or running), items for the same
+    key that come meanwhile run right after it (at most :data:`WAITERS_PER_COMPILE`)."""
+
+    def __init__(self, capacity: int, name: str = "pyroki_compile") -> None:
+        self._work = BackgroundWork(1, capacity, name)
+        self._waiting: dict[Any, list[Callable[[], None]]] = {}  # key -> items after it
+        self._lock = threading.Lock()
+
+    def submit(self, key, item: Callable[[], None]) -> bool:
+        """Runs ``item`` after (or as) the compile of ``key``; False when the queue is full."""
+        with self._lock:
+            waiters = self._waiting.get(key)
+            if waiters is not None and len(waiters) < WAITERS_PER_COMPILE:
+                waiters.append(item)
+                return True
+            if waiters is not None or not self._work.submit(lambda: self._run(key, item)):
+                return False
+            self._waiting[key] = []
+            return True
+
+    def compile(self, key, item: Callable[[], None]) -> None:
+        """Runs ``item`` (which compiles ``key``) unless ``key`` is compiling already or the
+        queue is full (a later call retries)."""
+        with self._lock:
+            if key not in self._waiting and self._work.submit(lambda: self._run(key, item)):
+                self._waiting[key] = []
+
+    def _run(self, key, item: Callable[[], None]) -> None:
+        try:
+            item()
+        finally:
+            while True:
+                with self._lock:
+                    waiters = self._waiting.get(key)
+                    if not waiters:
+                        self._waiting.pop(key, None)
+                        break
+                    ready, waiters[:] = list(waiters), []
+                for waiting in ready:
+                    waiting()
+
+    def shutdown(self) -> None:
+        self._work.shutdown()

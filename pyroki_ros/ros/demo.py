@@ -79,13 +79,14 @@ def run(
     result is also shown in the web viewer at ``host``:``port``, which stays up afterwards
     for ``view_seconds`` (< 0: until Ctrl+C)."""
     out = _Out()
-    from pyroki_ros.ros.harness import (
+    from pyroki_ros.ros.process import (
         NodeProcess,
         RosSession,
         repo_config,
         reserve_domain_id,
         ros_environment,
     )
+    from pyroki_ros.ros.view import DemoView
 
     reservation = None
     if os.environ.get("ROS_DOMAIN_ID"):
@@ -113,7 +114,7 @@ def run(
     out.line(
         f"ROS_DOMAIN_ID={domain_id}  ROS_AUTOMATIC_DISCOVERY_RANGE={discovery}  logs: {log_dir}"
     )
-    shown = _DemoView.start(host, port, out) if view else None
+    shown = DemoView.start(host, port, out.line, READY) if view else None
     node = NodeProcess(ros_args, env, log_dir / "node.log")
     out.line(f"node: {' '.join(node.command)}  (pid {node.pid})")
     failures: list[str] = []
@@ -135,9 +136,9 @@ def run(
         out.line("FAILED:\n  " + "\n  ".join(failures))
         tail = node.log().splitlines()[-15:]
         out.line("last node log lines:\n  " + "\n  ".join(tail))
-        return _DemoView.finish(shown, view_seconds, out, 1)
+        return DemoView.finish(shown, view_seconds, out.line, 1)
     out.line(f"demo finished in {out.elapsed():.1f} s")
-    return _DemoView.finish(shown, view_seconds, out, 0)
+    return DemoView.finish(shown, view_seconds, out.line, 0)
 
 
 class _Demo:
@@ -147,7 +148,7 @@ class _Demo:
         self.view = view
 
     def show(self, what: str, *args) -> None:
-        """``_DemoView.<what>(*args)`` with --view; a drawing error is reported, not raised."""
+        """``DemoView.<what>(*args)`` with --view; a drawing error is reported, not raised."""
         if self.view is None:
             return
         try:
@@ -298,7 +299,7 @@ class _Demo:
         tcp, elbow = (p.pose for p in response.poses)
         hinge = IKObjective(type=IKObjective.HINGE, link="panda_hand_tcp")
         hinge.target.pose.position = tcp.position
-        axis = _rotate_z(tcp.orientation)
+        axis = _z_axis(tcp.orientation)
         hinge.axis.x, hinge.axis.y, hinge.axis.z = axis
         hinge.local_axis.z = 1.0
         plane = IKObjective(type=IKObjective.PLANE, link="panda_link4", position_weight=0.5)
@@ -547,113 +548,18 @@ class _Demo:
         self.out.line("  (this machine's load affects these numbers)")
 
 
-class _DemoView:
-    """``pyroki-ros demo --view``: each step's result in the web viewer (pyroki_ros/viz/viewer.py),
-    in the Panda's root frame (panda_link0, the demo's base frame)."""
+def _z_axis(q) -> list[float]:
+    """The z axis of a frame whose orientation is the ROS quaternion ``q``."""
+    from pyroki_ros.ros import frames
+    from pyroki_ros.ros.conversions import xyzw_to_wxyz
 
-    def __init__(self, viewer):
-        self.viewer = viewer
-
-    @classmethod
-    def start(cls, host: str, port: int, out: _Out) -> _DemoView:
-        from pyroki_ros import Robot
-        from pyroki_ros.collision import RobotSpheres
-        from pyroki_ros.robots import urdf_path
-        from pyroki_ros.viz.viewer import Viewer
-
-        robot = Robot.from_urdf(urdf_path("panda"))
-        spheres = RobotSpheres.embedded("panda", robot)
-        viewer = Viewer(robot, spheres, urdf=urdf_path("panda"), host=host, port=port)
-        out.line(f"viewer: {viewer.url}  (open it in a browser: every step shows there)")
-        return cls(viewer)
-
-    @staticmethod
-    def finish(shown: _DemoView | None, seconds: float, out: _Out, code: int) -> int:
-        """Keeps the viewer up after the demo: ``seconds`` (< 0: until Ctrl+C)."""
-        if shown is None:
-            return code
-        url = shown.viewer.url
-        if seconds < 0:
-            out.line(f"viewer: {url} shows the results; Ctrl+C to quit")
-        try:
-            deadline = math.inf if seconds < 0 else time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            shown.viewer.close()
-        return code
-
-    def _q(self, names, positions) -> np.ndarray:
-        robot = self.viewer.robot
-        q = np.array([READY.get(n, 0.0) for n in robot.joint_names])
-        for name, value in zip(names, positions):
-            if name in robot.joint_names:
-                q[robot.joint_names.index(name)] = value
-        return q
-
-    def state(self, values: dict) -> None:
-        self.viewer.show_configuration(self._q(list(values), list(values.values())))
-
-    def goal(self, label: str, pose, solution) -> None:
-        self.viewer.show_goal(label, _wxyz_xyz(pose))
-        self.viewer.show_configuration(self._q(solution.name, solution.position))
-
-    def hinge_plane(self, tcp, axis, elbow, solution) -> None:
-        from pyroki_ros import objectives as O
-
-        q = self._q(solution.name, solution.position)
-        point, height = [tcp.x, tcp.y, tcp.z], [elbow.x, elbow.y, elbow.z]
-        self.viewer.show_objectives(
-            [
-                O.hinge("panda_hand_tcp", [0, 0, 0], [0, 0, 1], point, axis),
-                O.plane("panda_link4", [0, 0, 0], height, [0, 0, 1]),
-            ],
-            q,
-        )
-        self.viewer.show_configuration(q)
-
-    def teleop(self, received) -> None:
-        """The teleop outputs as a plan (times of arrival): the slider replays the circle."""
-        t0 = received[0][0]
-        path = [self._q(m.joint_names, m.points[0].positions) for _, m in received]
-        self.viewer.show_plan(np.stack(path), np.array([t - t0 for t, _ in received]), "panda_hand")
-
-    def plan(self, box, box_pose, goal_pose, trajectory) -> None:
-        from pyroki_ros.collision import World
-
-        half = np.asarray(box.dimensions, np.float64) / 2
-        world = World.create(
-            box_poses=[_wxyz_xyz(box_pose)], box_half_extents=[half], names=["box"]
-        )
-        self.viewer.show_world(world)
-        self.viewer.show_shapes("objectives", [])
-        self.viewer.show_goal("plan goal", _wxyz_xyz(goal_pose))
-        names = trajectory.joint_names
-        path = np.stack([self._q(names, p.positions) for p in trajectory.points])
-        times = [
-            p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in trajectory.points
-        ]
-        self.viewer.show_plan(path, np.array(times), "panda_hand")
-        self.viewer.play()
-
-
-def _wxyz_xyz(pose) -> np.ndarray:
-    o, p = pose.orientation, pose.position
-    return np.array([o.w, o.x, o.y, o.z, p.x, p.y, p.z], np.float64)
+    return frames.rotate(xyzw_to_wxyz([q.x, q.y, q.z, q.w]), [0.0, 0.0, 1.0]).tolist()
 
 
 def _joint_state(values: dict):
     from sensor_msgs.msg import JointState
 
     return JointState(name=list(values), position=[float(v) for v in values.values()])
-
-
-def _rotate_z(q) -> tuple[float, float, float]:
-    """Third column of the rotation matrix of a ROS quaternion (the frame's z axis)."""
-    x, y, z, w = q.x, q.y, q.z, q.w
-    return (2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y))
 
 
 def _panda_velocity_limits(urdf: str) -> dict[str, float]:

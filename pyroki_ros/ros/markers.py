@@ -39,6 +39,7 @@ from shape_msgs.msg import SolidPrimitive
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
+from pyroki_ros.ros.conversions import fill_pose, pose_numbers, wxyz_xyz
 from pyroki_ros.viz import display
 from pyroki_ros.viz.display import Shape
 
@@ -102,9 +103,7 @@ def fill_marker(marker: Marker, shape: Shape) -> None:
     """Sets a Marker's geometry, colour and text from a shape (its type must match), in place:
     building a Marker costs ~0.1 ms (many nested fields), so the builder reuses them."""
     marker.action = Marker.ADD
-    w, x, y, z, px, py, pz = shape.pose.tolist()
-    p, o = marker.pose.position, marker.pose.orientation
-    p.x, p.y, p.z, o.x, o.y, o.z, o.w = px, py, pz, x, y, z, w
+    fill_pose(marker.pose, shape.pose)
     sx, sy, sz = shape.scale.tolist()
     if shape.kind == "axes":  # a LINE_LIST: its width is scale.x
         sx, sy, sz = sy, 0.0, 0.0
@@ -129,11 +128,10 @@ def marker_shape(marker: Marker) -> Shape | None:
     kind = SHAPE_KINDS.get(marker.type)
     if marker.action != Marker.ADD or kind is None:
         return None
-    o, p = marker.pose.orientation, marker.pose.position
-    pose = np.array([o.w, o.x, o.y, o.z, p.x, p.y, p.z], np.float64)
-    if not np.any(pose[:4]):  # an unset orientation means no rotation in RViz
-        pose[0] = 1.0
-    pose[:4] /= np.linalg.norm(pose[:4])
+    numbers = pose_numbers(marker.pose)
+    if not any(numbers[3:]):  # an unset orientation means no rotation in RViz
+        numbers = (*numbers[:3], 0.0, 0.0, 0.0, 1.0)
+    pose = wxyz_xyz(numbers)
     scale = np.array([marker.scale.x, marker.scale.y, marker.scale.z], np.float64)
     points = np.array([(q.x, q.y, q.z) for q in marker.points], np.float64).reshape(-1, 3)
     c = marker.color
@@ -169,27 +167,27 @@ def primitive_shapes(
     """``(label, SolidPrimitive, PoseStamped)`` entries as shapes in the root frame, their
     poses placed with ``frames`` (model.fk at the state the node placed them at). SPHERE,
     BOX and CYLINDER; at most ``limit``; an entry the node would refuse is left out."""
-    from pyroki_ros.ros.conversions import RequestError, pose_to_wxyz_xyz
+    from pyroki_ros.ros.requests import RequestError, frame, pose
 
     shapes: list[Shape] = []
     for label, shape, stamped in objects:
         if len(shapes) >= limit:
             break
         try:
-            pose = pose_to_wxyz_xyz(stamped.pose, label)
-            frame = frames[model.frame_index(stamped.header.frame_id, label)]
+            placed = pose(stamped.pose, label)
+            row = frame(model, stamped.header.frame_id, label)
         except RequestError:
             continue
-        pose = display.compose(frame, pose)
+        placed = display.compose(frames[row], placed)
         dims = np.asarray(shape.dimensions, np.float64)
         if shape.type == SolidPrimitive.SPHERE and dims.size >= 1:
-            shapes.append(display.sphere(pose[4:], 2 * dims[0], color, label))
+            shapes.append(display.sphere(placed[4:], 2 * dims[0], color, label))
         elif shape.type == SolidPrimitive.BOX and dims.size >= 3:
-            shapes.append(display.box(pose, dims[:3], color, label))
+            shapes.append(display.box(placed, dims[:3], color, label))
         elif shape.type == SolidPrimitive.CYLINDER and dims.size >= 2:
             radius = dims[SolidPrimitive.CYLINDER_RADIUS]
             height = dims[SolidPrimitive.CYLINDER_HEIGHT]
-            shapes.append(display.cylinder(pose, radius, height, color, label))
+            shapes.append(display.cylinder(placed, radius, height, color, label))
     return shapes
 
 
@@ -368,7 +366,7 @@ class NodeMarkers:
             model, q, frames = last
             links = len(model.link_names)
             scene.frame_id = model.base_frame
-            base_pose = frames[model.link_names.index(model.base_frame)]
+            base_pose = frames[model.link_index[model.base_frame]]
             if not np.allclose(base_pose, scene.base_pose):
                 changed |= set(scene.groups)
             scene.base_pose = base_pose
@@ -388,17 +386,19 @@ class NodeMarkers:
     def _draw_plan(self, model, request, start, positions, end_frames: np.ndarray) -> None:
         """The plan's namespaces from a request, its start (n,) and trajectory points (T, n);
         ``end_frames``: model.fk at the last point."""
+        from pyroki_ros.ros.requests import objective
+
         scene = self._scene
         frames = model.fk(start)  # where the request's frames were placed by the planner
         links = len(model.link_names)
-        base_pose = frames[model.link_names.index(model.base_frame)]
+        base_pose = frames[model.link_index[model.base_frame]]
         objectives = []
         for i, o in enumerate(request.goal_objectives):
-            objectives.append(model.objective(o, f"goal_objectives[{i}]", frames))
+            objectives.append(objective(model, o, f"goal_objectives[{i}]", frames))
         for w, group in enumerate(request.waypoints):
             for i, o in enumerate(group.objectives):
                 what = f"waypoints[{w}].objectives[{i}]"
-                objectives.append(model.objective(o, what, frames, group.header.frame_id))
+                objectives.append(objective(model, o, what, frames, group.header.frame_id))
         scene.groups["plan_goal"] = display.objective_shapes(
             objectives, model.link_names, end_frames[:links], display.PLAN_GOAL_COLOR, "plan_goal"
         )
@@ -425,7 +425,7 @@ class NodeMarkers:
         if self._path_fk is None or self._path_fk[0] is not model.robot:
             self._path_fk = (model.robot, jax.jit(forward_kinematics))
         poses = np.asarray(self._path_fk[1](model.robot, batch).wxyz_xyz, np.float64)
-        return poses[: len(rows), model.link_names.index(tip), 4:]
+        return poses[: len(rows), model.link_index[tip], 4:]
 
     def _robot_spheres(self, model):
         if self._spheres is None or self._spheres[0] is not model:

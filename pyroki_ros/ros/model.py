@@ -1,24 +1,19 @@
-"""A loaded robot model for the node: robot, IK solver, FK, warm-up, request translation.
+"""A loaded robot model for the node: robot, IK solver, FK, warm-up, compiled programs.
 
-Nothing here creates ROS entities; the node (``node.py``) owns the rclpy side. Request
-messages come in, core objectives and numpy arrays go to the solver, and :class:`RequestError`
-(``conversions.py``) comes out for anything the node must refuse.
-
-Frames. The core solves in the URDF root frame. A target whose ``header.frame_id`` is a robot
-link (the base frame included) is moved into the root frame with that link's pose *at the seed
-configuration*, held fixed during the solve (as documented in msg/IKObjective.msg). For a goal
-relative to a link that moves with the solution, use ``reference_link`` instead: the core then
-solves the relative objective exactly.
+Nothing here creates ROS entities or reads request messages: requests.py turns requests into
+the core problems this model solves, responses.py turns the results into answers.
 
 Compilation. The solver compiles once per (objective structure, batch-size bucket). A model
 compiles FK and the default tip pose objective at bucket 1 before it serves anything
 (:meth:`LoadedModel.warm_up`), and the SolveIKBatch buckets in the background afterwards
-(:meth:`LoadedModel.warm_up_batches`); a request for a program being compiled waits for it
-instead of compiling it a second time. Other structures compile on their first use.
+(:meth:`LoadedModel.warm_up_batches`). Other structures compile on their first use; the node
+answers such a request from a compile thread (deferred.py), asking :meth:`is_compiled` first.
+At most ``max_programs`` programs are kept (least recently used dropped).
 
 Thread safety. Requests may solve concurrently from several executor threads (the core's
-options cache and program table are thread-safe). A program not yet known to be compiled is compiled by one caller at a
-time (a lock per program); the others wait for it instead of compiling it again.
+options cache and program table are thread-safe). A program not yet known to be compiled is
+compiled by one caller at a time (a lock per program); the others wait for it instead of
+compiling it again.
 """
 
 from __future__ import annotations
@@ -34,66 +29,61 @@ import numpy as np
 
 from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros import objectives as O
-from pyroki_ros.ik import BUCKETS, IKResult, IKSolver, PoseSolver
-from pyroki_ros.msg import ErrorCode, IKObjective
-from pyroki_ros.ros.conversions import (
-    RequestError,
-    duration_seconds,
-    joint_state_positions,
-    pose_compose,
-    pose_to_wxyz_xyz,
-    quat_rotate,
-    quoted,
-    unit_vector,
-    vector,
+from pyroki_ros.ik import (
+    BUCKETS,
+    DEFAULT_ORIENTATION_TOLERANCE,
+    DEFAULT_POSITION_TOLERANCE,
+    IKResult,
+    IKSolver,
+    PoseSolver,
 )
+from pyroki_ros.ros import frames as F
 
-# IKObjective.type -> name, for messages.
-OBJECTIVE_TYPES = {
-    IKObjective.POSE: "POSE",
-    IKObjective.POSITION: "POSITION",
-    IKObjective.ORIENTATION: "ORIENTATION",
-    IKObjective.POINT: "POINT",
-    IKObjective.HINGE: "HINGE",
-    IKObjective.PLANE: "PLANE",
-    IKObjective.LINE: "LINE",
-    IKObjective.AXIS: "AXIS",
-}
-# A seed this far outside a joint's limits is refused (INVALID_JOINT_STATE); closer, clipped.
-LIMIT_MARGIN = 1e-3
-MAX_RESTARTS = 1000
-DEFAULT_TOLERANCES = (1e-3, math.radians(1.0))  # m, rad
+DEFAULT_TOLERANCES = (DEFAULT_POSITION_TOLERANCE, DEFAULT_ORIENTATION_TOLERANCE)  # m, rad
+# Samples the learned IK sampler (sampler_checkpoint) draws per ~/solve_ik request.
+SAMPLER_SEEDS = 8
 
 
-@dataclasses.dataclass(frozen=True)
-class SolveSettings:
-    """Node defaults a request falls back to (0 / -1 / empty fields)."""
+def configure_jax(device: str, cache: str, logger) -> str | None:
+    """JAX for the node: synchronous CPU dispatch (small solves: less latency), the persistent
+    compilation cache in ``cache`` ("auto": the default folder, "": off; JAX_COMPILATION_CACHE_DIR
+    wins). Returns the solver's device: None for ``device`` "auto", "cpu" when the one asked
+    for is not available (logged)."""
+    import os
 
-    position_tolerance: float = 1e-3
-    orientation_tolerance: float = math.radians(1.0)
-    max_iterations: int = 100  # per attempt
-    restarts: int = 8
-    timeout: float = 0.1  # s, single solves; 0 = no limit
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    wanted = None if device == "auto" else device
+    if wanted is not None:
+        try:
+            jax.devices(wanted)
+        except RuntimeError as e:
+            logger.error(f"device '{device}' is not available here ({e}); solving on the CPU")
+            wanted = "cpu"
+    if cache and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        from pyroki_ros.ik import enable_compilation_cache
 
-
-@dataclasses.dataclass
-class SolveOutcome:
-    q: np.ndarray  # (*batch, n)
-    success: np.ndarray  # (*batch,)
-    position_error: np.ndarray  # (*batch, k)
-    orientation_error: np.ndarray  # (*batch, k)
-    iterations: int
-    solve_seconds: float
-    code: int
-    message: str
+        try:
+            enable_compilation_cache(None if cache == "auto" else os.path.expanduser(cache))
+        except OSError as e:
+            logger.warning(f"no compilation cache at '{cache}': {e}")
+    return wanted
 
 
 def bucket(count: int) -> int:
     """The solver's batch-size bucket for ``count`` problems (see pyroki_ros.ik.BUCKETS)."""
+    # TODO(issue 15): use pyroki_ros.ik.bucket once the solver exports it (a second copy of
+    # its rule until then).
     for size in BUCKETS:
         if count <= size:
             return size
     return int(math.ceil(count / BUCKETS[-1]) * BUCKETS[-1])
+
+
+def objective_structure(objective: O.Objective) -> tuple:
+    """What the solver compiles for (kind, link, reference, align_axis)."""
+    # TODO(issue 15): the solver's own structure key (pyroki_ros.ik), once it is public: a
+    # second copy of it until then (IKSolver.forget takes these keys).
+    return (objective.kind, objective.link, objective.reference, objective.align_axis)
 
 
 def default_tip(robot: Robot) -> str:
@@ -119,14 +109,10 @@ def default_tip(robot: Robot) -> str:
     return best
 
 
-def objective_structure(objective: O.Objective) -> tuple:
-    """What the solver compiles for (kind, link, reference, align_axis)."""
-    return (objective.kind, objective.link, objective.reference, objective.align_axis)
-
-
 class SeedFrames:
-    """``frames[i]``: link i's pose (7,) wxyz_xyz at a configuration; FK runs at the first
-    lookup, so a request whose targets are all in the root frame pays none."""
+    """``frames[i]``: frame i's pose (7,) wxyz_xyz at a configuration (rows of
+    :meth:`LoadedModel.fk`); FK runs at the first lookup, so a request whose targets are all
+    in the root frame pays none."""
 
     def __init__(self, model: LoadedModel, q: np.ndarray):
         self._model, self._q, self._poses = model, q, None
@@ -138,7 +124,11 @@ class SeedFrames:
 
 
 class LoadedModel:
-    """One robot model and everything the node needs to answer requests for it."""
+    """One robot model and everything the node needs to answer requests for it.
+
+    Joint limits are the robot's (``robot.limits``, :class:`~pyroki_ros.model.limits.
+    JointLimits`): every clip and check goes through them.
+    """
 
     def __init__(
         self,
@@ -170,29 +160,28 @@ class LoadedModel:
         self.device = self.solver.device
         self.joint_names: tuple[str, ...] = robot.joint_names
         self.link_names: tuple[str, ...] = robot.link_names
-        self._link_set = set(self.link_names)
-        self._joint_index = {name: i for i, name in enumerate(self.joint_names)}
-        self.lower = np.asarray(robot.lower, np.float64)
-        self.upper = np.asarray(robot.upper, np.float64)
-        self.continuous = np.asarray(robot.continuous, bool)
+        self.joint_index = {name: i for i, name in enumerate(self.joint_names)}
+        self.link_index = {name: i for i, name in enumerate(self.link_names)}
         velocity = np.asarray(robot.velocity_limits, np.float64)
-        self.velocity_limits = np.where(np.isfinite(velocity) & (velocity > 0), velocity, np.inf)
-        self.middle = (self.lower + self.upper) / 2
+        usable = np.isfinite(velocity) & (velocity > 0)
+        self.velocity_limits = np.where(usable, velocity, np.inf)  # (n,) rad/s or m/s
         self.notes: list[str] = []
-        if not np.all(np.isfinite(velocity) & (velocity > 0)):
-            unlimited = [j for j, v in zip(self.joint_names, velocity) if not 0 < v < np.inf]
+        if not np.all(usable):
+            unlimited = [j for j, ok in zip(self.joint_names, usable) if not ok]
             self.notes.append(
                 f"no usable velocity limit in the URDF for {', '.join(unlimited)}: teleop steps "
                 "of these joints are not limited"
             )
         self._fixed: list[tuple[str, int, np.ndarray]] = []  # (name, parent index, pose)
         for name, (parent, pose) in (fixed_frames or {}).items():
-            if name in self._link_set or parent not in self._link_set:
-                why = "is a link" if name in self._link_set else f"parent '{parent}' is no link"
+            if name in self.link_index or parent not in self.link_index:
+                why = "is a link" if name in self.link_index else f"parent '{parent}' is no link"
                 self.notes.append(f"fixed frame '{name}' left out: {why} of robot '{robot.name}'")
                 continue
-            self._fixed.append((name, self.link_names.index(parent), np.asarray(pose)))
-        self.frame_names = self.link_names + tuple(name for name, _, _ in self._fixed)
+            self._fixed.append((name, self.link_index[parent], np.asarray(pose)))
+        self.fixed_frame_names = tuple(name for name, _, _ in self._fixed)
+        self.frame_names = self.link_names + self.fixed_frame_names
+        self._frame_rows = {name: i for i, name in enumerate(self.frame_names)}
         self.base_frame = self.root_link
         self.tip_link = default_tip(robot)
         self.set_frames(base_frame, tip_link, notes=self.notes)
@@ -203,9 +192,10 @@ class LoadedModel:
         self._pose_solvers: dict[tuple, PoseSolver] = {}
         self._compile_lock = threading.Lock()
         self._key_locks: dict[tuple, threading.Lock] = {}
+        self._reaches: dict[str, tuple[np.ndarray, float]] = {}
+        self.sampler = None  # the learned IK sampler (load_sampler), or None
         self.warm_up_seconds = 0.0
         self.batch_warm_up_seconds = 0.0
-        self._reaches: dict[str, tuple[np.ndarray, float]] = {}
 
     # --- names ------------------------------------------------------------------------------
 
@@ -226,7 +216,7 @@ class LoadedModel:
         ):
             if not wanted:
                 setattr(self, attribute, fallback)
-            elif wanted in self._link_set:
+            elif wanted in self.link_index:
                 setattr(self, attribute, wanted)
             elif notes is None:
                 raise ValueError(f"{what} '{wanted}' is not a link of robot '{self.name}'")
@@ -236,26 +226,10 @@ class LoadedModel:
                 )
                 setattr(self, attribute, fallback)
 
-    def check_link(self, link: str, what: str) -> None:
-        if link not in self._link_set:
-            raise RequestError(
-                ErrorCode.UNKNOWN_LINK,
-                f"{what} '{link}' is not a link of robot '{self.name}'; links: "
-                f"{', '.join(self.link_names)}",
-            )
-
-    def frame_index(self, frame: str, what: str) -> int:
-        """Row of ``frame`` in :meth:`fk`'s poses: a link, or a fixed frame after them."""
-        name = frame.lstrip("/") or self.base_frame
-        if name not in self.frame_names:
-            fixed = [n for n, _, _ in self._fixed]
-            raise RequestError(
-                ErrorCode.UNKNOWN_FRAME,
-                f"{what} frame '{frame}' is neither the base frame '{self.base_frame}', a link "
-                f"of robot '{self.name}' nor a fixed frame"
-                + (f" ({', '.join(fixed)})" if fixed else " (parameter fixed_frames: none)"),
-            )
-        return self.frame_names.index(name)
+    def frame_row(self, frame_id: str) -> int | None:
+        """Row of a frame in :meth:`fk`'s poses (a link, or a fixed frame after them; empty =
+        the base frame), None for an unknown one."""
+        return self._frame_rows.get(frame_id.lstrip("/") or self.base_frame)
 
     def describe(self) -> str:
         return (
@@ -273,187 +247,12 @@ class LoadedModel:
         poses = np.asarray(self._fk(self.robot, q).wxyz_xyz, np.float64)
         if not self._fixed:
             return poses
-        fixed = [pose_compose(poses[parent], pose) for _, parent, pose in self._fixed]
+        fixed = [F.compose(poses[parent], pose) for _, parent, pose in self._fixed]
         return np.concatenate([poses, np.stack(fixed)])
 
     def frames_at(self, q) -> SeedFrames:
-        """Link poses at ``q``, computed on first use (most targets are in the base frame)."""
+        """Frame poses at ``q``, computed on first use (most targets are in the base frame)."""
         return SeedFrames(self, q)
-
-    def seed(
-        self,
-        state,
-        latest: dict[str, float] | None,
-        what: str,
-        *,
-        check_limits: bool = True,
-    ) -> np.ndarray:
-        """Configuration (n,) from a JointState ``state`` (may be empty), completed with the
-        latest /joint_states and then the middle of the limits, clipped into the limits. Raises
-        INVALID_JOINT_STATE / UNKNOWN_JOINT for bad input."""
-        return self.clip(self._state(state, latest, what, check_limits))
-
-    def _state(self, state, latest: dict[str, float] | None, what: str, check_limits: bool):
-        """The unclipped configuration (n,) of :meth:`seed`: names checked, values as given."""
-        q = self.middle.copy()
-        if latest:
-            self._apply(q, latest, strict=False)
-        if state is not None and (len(state.name) or len(state.position)):
-            given = joint_state_positions(state, what)
-            unknown = [
-                n
-                for n in given
-                if n not in self._joint_index and n not in self.robot.mimic_joint_names
-            ]
-            if unknown:
-                raise RequestError(
-                    ErrorCode.UNKNOWN_JOINT,
-                    f"{what} names joints that are not actuated joints of robot '{self.name}': "
-                    f"{quoted(unknown)}; actuated: {', '.join(self.joint_names)}",
-                )
-            if check_limits:
-                self._check_limits(given, what)
-            self._apply(q, given, strict=True)
-        return q
-
-    def _apply(self, q: np.ndarray, values: dict[str, float], strict: bool) -> None:
-        for name, value in values.items():
-            i = self._joint_index.get(name)
-            if i is not None and (strict or math.isfinite(value)):
-                q[i] = value
-
-    def _check_limits(self, values: dict[str, float], what: str) -> None:
-        bad = []
-        for name, value in values.items():
-            i = self._joint_index.get(name)
-            if i is None or self.continuous[i]:
-                continue
-            if value < self.lower[i] - LIMIT_MARGIN or value > self.upper[i] + LIMIT_MARGIN:
-                bad.append(
-                    f"{name} = {value:.4g} not in [{self.lower[i]:.4g}, {self.upper[i]:.4g}]"
-                )
-        if bad:
-            raise RequestError(
-                ErrorCode.INVALID_JOINT_STATE,
-                f"{what} is outside the joint limits: {quoted(bad)}",
-            )
-
-    def configuration(self, state, latest: dict[str, float] | None, what: str):
-        """Exactly the configuration (n,) a JointState ``state`` gives (completed as
-        :meth:`seed` does), never clipped, and the names of its joints outside their limits
-        (FK of a state past a limit is still that state's FK)."""
-        q = self._state(state, latest, what, check_limits=False)
-        outside = (q < self.lower) | (q > self.upper)
-        outside &= ~self.continuous
-        return q, [self.joint_names[i] for i in np.flatnonzero(outside)]
-
-    def clip(self, q: np.ndarray) -> np.ndarray:
-        """Inside the exact (float64) limits, continuous joints wrapped: the solver's rule."""
-        return self.solver.into_limits(q)
-
-    # --- request translation -------------------------------------------------------------------
-
-    def objective(
-        self, msg: IKObjective, what: str, frames: np.ndarray, default_frame: str = ""
-    ) -> O.Objective:
-        """A core objective (in the root frame, or relative) from an IKObjective message.
-
-        ``frames``: link poses at the seed (an (n_links, 7) array or :class:`SeedFrames`), to
-        place targets given in a link's frame.
-        """
-        kind = OBJECTIVE_TYPES.get(msg.type)
-        if kind is None:
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                f"{what}: unknown objective type {msg.type}; expected one of "
-                + ", ".join(f"{v} ({k})" for k, v in OBJECTIVE_TYPES.items()),
-            )
-        if not msg.link:
-            raise RequestError(ErrorCode.INVALID_REQUEST, f"{what}: link is empty (required)")
-        what = f"{what} ({kind} on '{msg.link}')"
-        self.check_link(msg.link, f"{what}: link")
-        if kind == "POINT" and not hasattr(O, "aim"):
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                f"{what}: POINT (aim / look-at) objectives are not supported by the solver core "
-                "yet; use POSITION for a point-to-point goal",
-            )
-        pw, ow = msg.position_weight, msg.orientation_weight
-        if not (math.isfinite(pw) and math.isfinite(ow) and pw >= 0 and ow >= 0):
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                f"{what}: position_weight and orientation_weight must be finite and >= 0, got "
-                f"{[pw, ow]}",
-            )
-        uses_orientation = kind in ("POSE", "ORIENTATION")
-        target = pose_to_wxyz_xyz(msg.target.pose, f"{what}: target", orientation=uses_orientation)
-        axis = None
-        if kind in ("HINGE", "PLANE", "LINE", "AXIS"):
-            axis = unit_vector(msg.axis, f"{what}: axis")
-        local_point = vector(msg.local_point, f"{what}: local_point")
-        local_axis = unit_vector(msg.local_axis, f"{what}: local_axis", default=(0.0, 0.0, 1.0))
-
-        reference = None
-        if msg.reference_link:
-            self.check_link(msg.reference_link, f"{what}: reference_link")
-            frame_id = msg.target.header.frame_id.lstrip("/")
-            if frame_id and frame_id != msg.reference_link:
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"{what}: with reference_link '{msg.reference_link}' the target is in that "
-                    f"link's frame; target.header.frame_id must be empty or the same, got "
-                    f"'{msg.target.header.frame_id}'",
-                )
-            if msg.reference_link != self.root_link:
-                reference = msg.reference_link
-        else:
-            # Move the target (and its axis) into the root frame with FK at the seed.
-            frame = msg.target.header.frame_id or default_frame
-            index = self.frame_index(frame, f"{what}: target")
-            if index != 0:
-                placement = frames[index]
-                target = pose_compose(placement, target)
-                if axis is not None:
-                    axis = quat_rotate(placement[:4], axis)
-
-        position, wxyz = target[4:], target[:4]
-        link = msg.link
-        if kind == "POSE":
-            made = O.pose(
-                link, target, reference=reference, position_weight=pw, orientation_weight=ow
-            )
-            if any(local_point.tolist()):
-                made = dataclasses.replace(made, local_point=local_point)
-            return made
-        if kind == "POSITION":
-            return O.point(link, local_point, position, reference=reference, weight=pw)
-        if kind == "ORIENTATION":
-            return O.orientation(link, wxyz, reference=reference, weight=ow)
-        if kind == "POINT":  # the ray from local_point along local_axis through the target
-            return O.aim(link, local_point, local_axis, position, reference=reference, weight=ow)
-        if kind == "AXIS":
-            return O.axis(link, local_axis, axis, reference=reference, weight=ow)
-        if kind == "HINGE":
-            return O.hinge(
-                link,
-                local_point,
-                local_axis,
-                position,
-                axis,
-                reference=reference,
-                position_weight=pw,
-                orientation_weight=ow,
-            )
-        on_set = O.plane if kind == "PLANE" else O.line  # same arguments
-        return on_set(
-            link,
-            local_point,
-            position,
-            axis,
-            reference=reference,
-            position_weight=pw,
-            orientation_weight=ow,
-        )
 
     def moving_joints(self, objectives) -> list[str] | None:
         """Actuated joints that move any objective's link or reference (None: all). The
@@ -472,44 +271,7 @@ class LoadedModel:
             self._moving[key] = cached
         return cached
 
-    def active_joints(self, names, objectives=()) -> list[str] | None:
-        """Requested active joints (UNKNOWN_JOINT if not actuated); empty = the joints that
-        move the objectives (:meth:`moving_joints`)."""
-        names = list(names)
-        if not names:
-            return self.moving_joints(objectives) if objectives else None
-        unknown = [n for n in names if n not in self._joint_index]
-        if unknown:
-            raise RequestError(
-                ErrorCode.UNKNOWN_JOINT,
-                f"active_joints: {quoted([repr(n) for n in unknown])} not actuated joints of "
-                f"robot '{self.name}'; actuated: {', '.join(self.joint_names)}",
-            )
-        return names
-
-    @staticmethod
-    def tolerances(position: float, orientation: float, defaults: SolveSettings):
-        out = []
-        for name, value, default in (
-            ("position_tolerance", position, defaults.position_tolerance),
-            ("orientation_tolerance", orientation, defaults.orientation_tolerance),
-        ):
-            if not math.isfinite(value) or value < 0:
-                raise RequestError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"{name} must be >= 0 (0 = node default), got {value}",
-                )
-            out.append(value if value > 0 else default)
-        return out
-
-    @staticmethod
-    def timeout(msg, default: float) -> float:
-        value = duration_seconds(msg)
-        if not math.isfinite(value) or value < 0:
-            raise RequestError(ErrorCode.INVALID_REQUEST, f"timeout must be >= 0, got {value} s")
-        return value if value > 0 else default
-
-    # --- solving -------------------------------------------------------------------------------
+    # --- compiled programs ------------------------------------------------------------------------
 
     @staticmethod
     def program_key(objectives, seed) -> tuple:
@@ -522,6 +284,11 @@ class LoadedModel:
         """Whether a solve of these objectives from ``seed`` runs a program compiled already
         (False: its first call compiles, ~1-2 s on a CPU)."""
         return self.program_key(objectives, seed) in self._compiled
+
+    @property
+    def compiled_programs(self) -> int:
+        """IK programs compiled and kept now (at most ``max_programs``)."""
+        return len(self._compiled)
 
     def _remember(self, key: tuple) -> None:
         """Marks ``key`` compiled (most recently used); past :attr:`max_programs`, the least
@@ -580,13 +347,13 @@ class LoadedModel:
             )
         return prepared
 
-    def _options(self, active, max_deviation, tolerances, iterations, max_iterations):
+    def _options(self, active, max_deviation, tolerances, iterations, max_iterations) -> dict:
         # A tuple, not an array: hashable, so the core checks these options once, not per call.
-        if np.ndim(max_deviation) == 0:  # one bound for every joint (every node request)
-            deviation = (float(max_deviation),) * len(self.joint_names)
+        n = self.robot.n_joints
+        if np.ndim(max_deviation) == 0:  # one bound for every joint (every service request)
+            deviation = (float(max_deviation),) * n
         else:
-            per_joint = np.broadcast_to(np.asarray(max_deviation, np.float64), self.lower.shape)
-            deviation = tuple(per_joint.tolist())
+            deviation = tuple(np.broadcast_to(np.asarray(max_deviation, np.float64), (n,)).tolist())
         return {
             "active_joints": active,
             "max_deviation": deviation,
@@ -596,86 +363,54 @@ class LoadedModel:
             "max_iterations": int(max_iterations),
         }
 
+    # --- solving -------------------------------------------------------------------------------
+
     def solve(
         self,
         objectives: list[O.Objective],
         seed: np.ndarray,
         *,
         active=None,
-        max_deviation: float = 0.0,
+        max_deviation=0.0,
         tolerances=DEFAULT_TOLERANCES,
         iterations: int = 100,
         restarts: int = 8,
         timeout: float = 0.0,
-    ) -> SolveOutcome:
-        """One IK problem: an attempt from the seed, then up to ``restarts`` restarts (the
-        core's, inside the limits and the max_deviation box) within what is left of
-        ``timeout`` (s, 0 = none; see :meth:`IKSolver.solve`)."""
-        start = time.perf_counter()
-        deviation = max_deviation if max_deviation > 0 else np.inf
-        result = self._solve(
+    ) -> IKResult:
+        """One IK problem: an attempt from the seed (n,), then up to ``restarts`` restarts (the
+        core's, inside the limits and the max_deviation box: one number or (n,), rad or m
+        from the seed, 0 = unlimited) within what is left of ``timeout`` (s, 0 = none; see
+        :meth:`IKSolver.solve`)."""
+        if np.ndim(max_deviation) == 0:
+            deviation = max_deviation if max_deviation > 0 else np.inf
+        else:
+            deviation = np.where(np.asarray(max_deviation) > 0, max_deviation, np.inf)
+        return self._solve(
             objectives,
             seed,
             timeout=timeout,
             **self._options(active, deviation, tolerances, iterations, iterations * (1 + restarts)),
         )
-        iterations_done = int(result.iterations)
-        elapsed = time.perf_counter() - start
-        out_of_reach = None if result.success else self.out_of_reach(objectives, tolerances)
-        if result.success:
-            code, message = ErrorCode.SUCCESS, ""
-        elif out_of_reach:  # no time would have helped
-            code, message = ErrorCode.NO_SOLUTION, out_of_reach
-        elif result.timed_out or (timeout > 0 and elapsed > timeout):
-            code = ErrorCode.TIMEOUT
-            message = (
-                f"no solution within the tolerances in the {timeout:.3g} s budget "
-                f"({iterations_done} iterations); the best configuration found is returned"
-            )
-        else:
-            code = ErrorCode.NO_SOLUTION
-            message = (
-                f"no solution within the tolerances after {iterations_done} iterations "
-                f"({restarts} restarts allowed); the best configuration found is returned"
-            )
-        if code != ErrorCode.SUCCESS:
-            message += (
-                f"; errors: position {np.round(result.position_error, 5).tolist()} m, "
-                f"orientation {np.round(result.orientation_error, 5).tolist()} rad"
-            )
-        return SolveOutcome(
-            q=result.q,
-            success=result.success,
-            position_error=result.position_error,
-            orientation_error=result.orientation_error,
-            iterations=iterations_done,
-            solve_seconds=result.solve_seconds,
-            code=code,
-            message=message,
-        )
 
-    def out_of_reach(self, objectives, tolerances) -> str | None:
+    def out_of_reach(self, objectives, position_tolerance: float) -> str | None:
         """Why an objective cannot be met in any configuration, or None: a position target
         farther from its link's reach ball (:meth:`Robot.reach`) than the ball's radius, the
         offset of the point on the link and the position tolerance."""
         for o in objectives:
             if not o.constrains_position or o.reference is not None or o.kind in ("plane", "line"):
                 continue
-            center, radius = self._reach(o.link)
+            if o.link not in self._reaches:
+                self._reaches[o.link] = self.robot.reach(o.link)
+            center, radius = self._reaches[o.link]
             target = np.asarray(o.target, np.float64).reshape(-1, 7)[:, 4:]
             extent = radius + float(np.linalg.norm(np.asarray(o.local_point, np.float64)))
             distance = float(np.max(np.linalg.norm(target - center, axis=-1)))
-            if distance > extent + tolerances[0] + 1e-4:
+            if distance > extent + position_tolerance + 1e-4:
                 return (
                     f"the target of '{o.link}' is out of reach: {distance:.3f} m from the first "
                     f"joint that moves it, which it can reach within {extent:.3f} m"
                 )
         return None
-
-    def _reach(self, link: str) -> tuple[np.ndarray, float]:
-        if link not in self._reaches:
-            self._reaches[link] = self.robot.reach(link)
-        return self._reaches[link]
 
     def batch_chunk(self) -> int:
         """Targets per solver call of a large batch: the time budget is checked between
@@ -707,25 +442,25 @@ class LoadedModel:
             return self._solve((objective,), seed, **options)
         start = time.perf_counter()
         n = len(self.joint_names)
-        q = np.broadcast_to(self.clip(np.asarray(seed, np.float64)), (count, n)).copy()
+        q = np.broadcast_to(self.robot.limits.clip(seed), (count, n)).copy()
         success = np.zeros(count, bool)
         position_error = np.full((count, 1), np.inf)
         orientation_error = np.full((count, 1), np.inf)
         iterations_done = np.zeros(count, np.int64)
         timed_out = False
+        fields = {f.name: getattr(objective, f.name) for f in dataclasses.fields(objective)}
+        batched = [
+            name
+            for name, value in fields.items()
+            if np.ndim(value) >= 2 and np.shape(value)[0] == count
+        ]
         for begin in range(0, count, chunk):
             late = timeout > 0 and time.perf_counter() - start > timeout
             if late or (stop is not None and stop.is_set()):
                 timed_out = True
                 break
             part = slice(begin, min(begin + chunk, count))
-            fields = {f.name: getattr(objective, f.name) for f in dataclasses.fields(objective)}
-            batched = {
-                name: value[part]
-                for name, value in fields.items()
-                if np.ndim(value) >= 2 and np.shape(value)[0] == count
-            }
-            sub = dataclasses.replace(objective, **batched)
+            sub = dataclasses.replace(objective, **{name: fields[name][part] for name in batched})
             result = self._solve((sub,), seed, **options)
             q[part] = result.q
             success[part] = result.success
@@ -742,39 +477,17 @@ class LoadedModel:
             timed_out=timed_out,
         )
 
-    def teleop_step(
-        self,
-        objectives: list[O.Objective],
-        start: np.ndarray,
-        step_limit: np.ndarray,
-        *,
-        tolerances,
-        iterations: int,
-    ) -> tuple[np.ndarray, bool, IKResult]:
-        """One velocity-limited step towards the goal: the solve stays in the box
-        ``|q - start| <= step_limit`` (max_deviation), and the answer is clamped to it again."""
-        result = self._solve(
-            objectives,
-            start,
-            **self._options(
-                self.moving_joints(objectives), step_limit, tolerances, iterations, iterations
-            ),
-        )
-        q = start + np.clip(result.q - start, -step_limit, step_limit)
-        q = np.clip(q, self.lower, self.upper)
-        return q, bool(result.success), result
-
     # --- warm-up -------------------------------------------------------------------------------
 
     def warm_up(self) -> float:
         """Compiles FK and the default tip pose objective at bucket 1; returns the seconds."""
         start = time.perf_counter()
-        frames = self.fk(self.middle)
-        tip = frames[self.link_names.index(self.tip_link)]
+        middle = self.robot.limits.center()
+        tip = self.fk(middle)[self.link_index[self.tip_link]]
         self._solve(
             (O.pose(self.tip_link, tip),),
-            self.middle,
-            **self._options(None, np.inf, (1e-3, 0.02), 1, 1),
+            middle,
+            **self._options(None, np.inf, DEFAULT_TOLERANCES, 1, 1),
         )
         self.warm_up_seconds = time.perf_counter() - start
         return self.warm_up_seconds
@@ -784,15 +497,59 @@ class LoadedModel:
         ``sizes`` (targets = FK at the seed, so the solves themselves take one iteration)."""
         start = time.perf_counter()
         link = link or self.tip_link
-        tip = self.fk(self.middle)[self.link_names.index(link)]
+        middle = self.robot.limits.center()
+        tip = self.fk(middle)[self.link_index[link]]
         for size in sorted({bucket(int(s)) for s in sizes if int(s) > 1}):
             if stop is not None and stop.is_set():
                 break
             targets = np.broadcast_to(tip, (size, 7))
             self._solve(
                 (O.pose(link, targets),),
-                self.middle,
-                **self._options(None, np.inf, (1e-3, 0.02), 1, 1),
+                middle,
+                **self._options(None, np.inf, DEFAULT_TOLERANCES, 1, 1),
             )
         self.batch_warm_up_seconds = time.perf_counter() - start
         return self.batch_warm_up_seconds
+
+    # --- the learned IK sampler ------------------------------------------------------------------
+
+    def load_sampler(self, path: str) -> None:
+        """The learned IK sampler checkpoint at ``path`` for this model, its program compiled.
+
+        Raises:
+            ValueError, OSError, KeyError: not a checkpoint, or one for another robot.
+        """
+        from pyroki_ros.sampler import IKSampler
+        from pyroki_ros.sampler.seeding import best_samples
+
+        sampler = IKSampler.load(path, self.robot)
+        if sampler.spec.base != self.root_link:
+            raise ValueError(f"its base '{sampler.spec.base}' is not the root link")
+        target = np.zeros(3) if sampler.spec.mode == "position" else np.eye(1, 7)[0]
+        best_samples(sampler, target, SAMPLER_SEEDS, incumbent=sampler.rest)  # compile
+        self.sampler = sampler
+
+    def sampled_seed(self, objectives, seed: np.ndarray, constrained: bool) -> np.ndarray:
+        """The best of the sampler's samples when it is closer to the target than ``seed``
+        (n,); ``seed`` itself without a sampler, for other problems than one objective on the
+        sampler's tip, or when ``constrained`` (max_deviation or active joints given)."""
+        sampler = self.sampler
+        if sampler is None or len(objectives) != 1 or constrained:
+            return seed
+        o = objectives[0]
+        spec = sampler.spec
+        kinds = ("pose", "position") if spec.mode == "position" else ("pose",)
+        if o.link != spec.tip or o.reference is not None or o.kind not in kinds:
+            return seed
+        from pyroki_ros.sampler.seeding import best_samples
+
+        target = np.asarray(o.target, np.float64)
+        target = target[4:] if spec.mode == "position" else target
+        # One compiled program draws, ranks (the seed among them) and picks.
+        best, _ = best_samples(sampler, target, k=SAMPLER_SEEDS, incumbent=seed)
+        if np.array_equal(best, seed):  # no sample is closer than the seed
+            return seed
+        q = seed.copy()
+        chain = list(spec.chain)
+        q[chain] = best[chain]
+        return self.robot.limits.clip(q)

@@ -5,6 +5,8 @@ obstacles, collision spheres), ``/robot_description`` (the robot to draw; or ``-
 ``/joint_states`` (the robot's configuration) and the node's trajectory topic (a trajectory of
 two or more points becomes a plan to play with the slider; one-point teleop commands move the
 robot), and shows them on a viser page. Nothing is sent to the node.
+
+:class:`DemoView` shows the steps of ``pyroki-ros demo --view`` on such a page.
 """
 
 from __future__ import annotations
@@ -96,6 +98,11 @@ class ViewClient:
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name="pyroki_view_ros", daemon=True)
         self._thread.start()
+
+    @property
+    def configuration(self) -> np.ndarray | None:
+        """The configuration (n,) last shown from /joint_states, None before the first."""
+        return self._q
 
     def _spin(self) -> None:
         try:
@@ -230,6 +237,105 @@ class ViewClient:
             spaces = {ns: [v for _, v in sorted(s.items())] for ns, s in self._namespaces.items()}
         for ns, entries in spaces.items():
             self.viewer.show_shapes(f"markers/{ns or 'default'}", self._root_shapes(entries))
+
+
+class DemoView:
+    """``pyroki-ros demo --view``: each step's result in the web viewer (pyroki_ros/viz/viewer.py),
+    in the Panda's root frame (panda_link0, the demo's base frame)."""
+
+    def __init__(self, viewer, rest: dict[str, float]):
+        self.viewer = viewer
+        self.rest = rest  # joint values where a message names none
+
+    @classmethod
+    def start(cls, host: str, port: int, say, rest: dict[str, float]) -> DemoView:
+        from pyroki_ros import Robot
+        from pyroki_ros.collision import RobotSpheres
+        from pyroki_ros.robots import urdf_path
+        from pyroki_ros.viz.viewer import Viewer
+
+        robot = Robot.from_urdf(urdf_path("panda"))
+        spheres = RobotSpheres.embedded("panda", robot)
+        viewer = Viewer(robot, spheres, urdf=urdf_path("panda"), host=host, port=port)
+        say(f"viewer: {viewer.url}  (open it in a browser: every step shows there)")
+        return cls(viewer, rest)
+
+    @staticmethod
+    def finish(shown: DemoView | None, seconds: float, say, code: int) -> int:
+        """Keeps the viewer up after the demo: ``seconds`` (< 0: until Ctrl+C)."""
+        if shown is None:
+            return code
+        url = shown.viewer.url
+        if seconds < 0:
+            say(f"viewer: {url} shows the results; Ctrl+C to quit")
+        try:
+            deadline = float("inf") if seconds < 0 else time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            shown.viewer.close()
+        return code
+
+    def _q(self, names, positions) -> np.ndarray:
+        robot = self.viewer.robot
+        q = np.array([self.rest.get(n, 0.0) for n in robot.joint_names])
+        for name, value in zip(names, positions):
+            if name in robot.joint_names:
+                q[robot.joint_names.index(name)] = value
+        return q
+
+    def state(self, values: dict) -> None:
+        self.viewer.show_configuration(self._q(list(values), list(values.values())))
+
+    def goal(self, label: str, pose, solution) -> None:
+        self.viewer.show_goal(label, _wxyz_xyz(pose))
+        self.viewer.show_configuration(self._q(solution.name, solution.position))
+
+    def hinge_plane(self, tcp, axis, elbow, solution) -> None:
+        from pyroki_ros import objectives as O
+
+        q = self._q(solution.name, solution.position)
+        point, height = [tcp.x, tcp.y, tcp.z], [elbow.x, elbow.y, elbow.z]
+        self.viewer.show_objectives(
+            [
+                O.hinge("panda_hand_tcp", [0, 0, 0], [0, 0, 1], point, axis),
+                O.plane("panda_link4", [0, 0, 0], height, [0, 0, 1]),
+            ],
+            q,
+        )
+        self.viewer.show_configuration(q)
+
+    def teleop(self, received) -> None:
+        """The teleop outputs as a plan (times of arrival): the slider replays the circle."""
+        t0 = received[0][0]
+        path = [self._q(m.joint_names, m.points[0].positions) for _, m in received]
+        self.viewer.show_plan(np.stack(path), np.array([t - t0 for t, _ in received]), "panda_hand")
+
+    def plan(self, box, box_pose, goal_pose, trajectory) -> None:
+        from pyroki_ros.collision import World
+
+        half = np.asarray(box.dimensions, np.float64) / 2
+        world = World.create(
+            box_poses=[_wxyz_xyz(box_pose)], box_half_extents=[half], names=["box"]
+        )
+        self.viewer.show_world(world)
+        self.viewer.show_shapes("objectives", [])
+        self.viewer.show_goal("plan goal", _wxyz_xyz(goal_pose))
+        names = trajectory.joint_names
+        path = np.stack([self._q(names, p.positions) for p in trajectory.points])
+        times = [
+            p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in trajectory.points
+        ]
+        self.viewer.show_plan(path, np.array(times), "panda_hand")
+        self.viewer.play()
+
+
+def _wxyz_xyz(pose) -> np.ndarray:
+    from pyroki_ros.ros.conversions import pose_to_wxyz_xyz
+
+    return pose_to_wxyz_xyz(pose)
 
 
 def _read_urdf(urdf: str) -> str:

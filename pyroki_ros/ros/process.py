@@ -1,4 +1,6 @@
-"""Running ``pyroki_ros_node`` as a subprocess in a private DDS domain (demo and tests).
+"""Running ``pyroki_ros_node`` as a child process in a private DDS domain, and a client session
+talking to it: what ``pyroki-ros demo`` needs (the tests build their harness on it,
+test/harness.py).
 
 * :func:`reserve_domain_id` -- a ROS_DOMAIN_ID no other process using this helper holds (a
   lock file per id under the temp folder), starting from a pid-derived id.
@@ -7,6 +9,8 @@
 * :class:`NodeProcess` -- starts the real entry point (``pyroki_ros_node --ros-args ...``),
   logs to a file, and always stops it (SIGINT, then SIGTERM, then SIGKILL); on Linux the node
   also gets SIGTERM if this process dies first (PYROKI_ROS_EXIT_WITH_PARENT).
+* :class:`RosSession` -- an rclpy context, a client node and its executor thread; blocking
+  service calls that fail early when the node process has exited.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ class NodeProcess:
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")  # noqa: SIM115 -- closed by stop()
         env = dict(env)
-        env["PYROKI_ROS_EXIT_WITH_PARENT"] = str(os.getpid())  # see node.exit_with_parent
+        env["PYROKI_ROS_EXIT_WITH_PARENT"] = str(os.getpid())  # see shutdown.exit_with_parent
         self.proc = subprocess.Popen(
             self.command,
             env=env,
@@ -166,18 +170,6 @@ class NodeProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.05, what: str = "condition"):
-    """Polls ``predicate`` until it returns a truthy value; TimeoutError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not met within {timeout:.0f} s")
-        time.sleep(interval)
 
 
 class RosSession:
@@ -252,98 +244,3 @@ class RosSession:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-NODE = "/pyroki_ros_node"
-_ENV_KEYS = (
-    "ROS_DOMAIN_ID",
-    "ROS_AUTOMATIC_DISCOVERY_RANGE",
-    "ROS_LOG_DIR",
-    "ROS_LOCALHOST_ONLY",
-    "ROS_STATIC_PEERS",
-)
-
-
-class IsolatedNode:
-    """Everything an end-to-end check needs, cleaned up by :meth:`close`: a reserved domain,
-    this process's ROS environment pointed at it, the node subprocess and a client session."""
-
-    def __init__(
-        self,
-        name: str,
-        work_dir: str | os.PathLike,
-        ros_args: list[str],
-        extra_env: dict[str, str] | None = None,
-    ):
-        work_dir = Path(work_dir)
-        work_dir.mkdir(parents=True, exist_ok=True)
-        self.reservation = reserve_domain_id(name)
-        self.domain_id = self.reservation.domain_id
-        self.env = ros_environment(self.domain_id, work_dir / "ros_log")
-        self.env.update(extra_env or {})
-        self._saved = {k: os.environ.get(k) for k in _ENV_KEYS}
-        for key in _ENV_KEYS:
-            if key in self.env:
-                os.environ[key] = self.env[key]
-            else:
-                os.environ.pop(key, None)
-        self.node: NodeProcess | None = None
-        self.session: RosSession | None = None
-        try:
-            self.node = NodeProcess(ros_args, self.env, work_dir / "node.log", cwd=work_dir)
-            self.session = RosSession(f"{name}_client", self.domain_id)
-        except BaseException:
-            self.close()
-            raise
-        self._clients: dict[str, object] = {}
-
-    def client(self, srv_type, service: str, wait: float = 120.0):
-        """Client of ``/pyroki_ros_node/<service>``, created once and waited for."""
-        if service not in self._clients:
-            self._clients[service] = self.session.client(
-                srv_type, f"{NODE}/{service}", wait=wait, node=self.node
-            )
-        return self._clients[service]
-
-    def call(self, srv_type, service: str, request, timeout: float = 120.0):
-        return self.session.call(
-            self.client(srv_type, service), request, timeout=timeout, node=self.node
-        )
-
-    def wait_ready(self, link: str, timeout: float = 240.0, joint: str | None = None):
-        """Polls ~/compute_fk for ``link`` until it succeeds (model loaded and warmed up)."""
-        from sensor_msgs.msg import JointState
-
-        from pyroki_ros.msg import ErrorCode
-        from pyroki_ros.srv import ComputeFK
-
-        request = ComputeFK.Request(link_names=[link])
-        if joint:  # something explicit, so that no /joint_states is needed
-            request.robot_state = JointState(name=[joint], position=[0.0])
-        deadline = time.monotonic() + timeout
-        while True:
-            response = self.call(ComputeFK, "compute_fk", request)
-            if response.error_code.val == ErrorCode.SUCCESS:
-                return response
-            if not self.node.alive():
-                raise RuntimeError(f"the node exited:\n{self.node.log()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"link '{link}' not served after {timeout:.0f} s: "
-                    f"{response.message}\n{self.node.log()[-3000:]}"
-                )
-            time.sleep(0.2)
-
-    def close(self) -> None:
-        try:
-            if self.session is not None:
-                self.session.close()
-        finally:
-            if self.node is not None:
-                self.node.stop()
-            for key, value in self._saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            self.reservation.release()
