@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What rclpy spends turning a PlanTrajectory request into Python objects, by obstacle count:
-the reason the interfaces bound their nested-message sequences (pyroki_ros/ros/limits.py).
+the reason the interfaces bound their nested-message sequences (pyroki_ros/ros/params.py: RequestLimits).
 Serialises a request with N sphere obstacles and deserialises it, as a node's take does
 before any node code runs.
 

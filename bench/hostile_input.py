@@ -110,12 +110,13 @@ class Prober:
 def probe_main(out: Path, q: list[float]) -> None:
     """The probe process (``--probe OUT q...``): runs until terminated."""
     import reference_fk as ref
+    from harness import NODE  # test/harness.py
     from pyroki_ros.msg import ErrorCode
     from pyroki_ros.srv import ComputeFK
     from sensor_msgs.msg import JointState
 
     from pyroki_ros.robots import urdf_path
-    from pyroki_ros.ros.harness import NODE, RosSession
+    from pyroki_ros.ros.process import RosSession
 
     model = ref.parse_urdf(urdf_path("panda").read_text())
     joints = ref.actuated_joint_names(model)
@@ -195,9 +196,8 @@ class Bench:
         return IKObjective(type=kind, link=link, target=pose_stamped(self.fk(q)[link]))
 
     def start(self, name: str):
+        from harness import IsolatedNode  # test/harness.py
         from node_helpers import CONFIG, publish_robot
-
-        from pyroki_ros.ros.harness import IsolatedNode
 
         env = IsolatedNode(name, self.work / name, ["--params-file", str(CONFIG)])
         publish_robot(

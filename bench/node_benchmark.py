@@ -39,6 +39,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "test"))
 
 TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 TRIGGER_NODE = "bench_trigger_server"
@@ -203,7 +204,9 @@ class Bench:
         return np.array([READY.get(n, 0.0) for n in self.names], np.float64)
 
     def run(self) -> None:
-        from pyroki_ros.ros.harness import IsolatedNode, repo_config
+        from harness import IsolatedNode  # test/harness.py
+
+        from pyroki_ros.ros.process import repo_config
 
         self.load_model()
         config = repo_config("panda")
