@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import cpu_model, git_rev
 from geometry_msgs.msg import PoseStamped
-from node_benchmark import cpu_model, git_rev
 from pyroki_ros.srv import PlanTrajectory
 from rclpy.serialization import deserialize_message, serialize_message
 from shape_msgs.msg import SolidPrimitive

@@ -44,8 +44,6 @@ import importlib.util
 import json
 import math
 import os
-import platform
-import re
 import resource
 import shlex
 import subprocess
@@ -55,6 +53,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import machine
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_URDF = REPO / "pyroki_ros" / "robots" / "panda.urdf"
@@ -373,31 +372,6 @@ def _run_worker(args) -> None:
 
 # ----------------------------------------------------------------------------------------
 # the parent: configurations, subprocesses, cross-check, report
-
-
-def _machine() -> dict:
-    info = {"cpu": platform.processor() or "unknown"}
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        fields = dict(
-            re.findall(r"^(model name|cpu family|model|flags)\s*:\s*(.*)$", text, re.MULTILINE)
-        )
-        info["cpu"] = fields.get("model name", info["cpu"])
-        info["cpu_family_model"] = f"family {fields.get('cpu family')}, model {fields.get('model')}"
-        flags = fields.get("flags", "").split()
-        info["simd"] = " ".join(f for f in ("avx2", "fma", "avx512f", "amx_tile") if f in flags)
-    except OSError:
-        pass
-    info["logical_cpus"] = os.cpu_count()
-    info["usable_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    try:
-        mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-        info["memory_gib"] = round(int(mem) / 2**20, 1)
-    except (OSError, IndexError, ValueError):
-        pass
-    info["os"] = platform.platform()
-    info["python"] = platform.python_version()
-    return info
 
 
 def _busy_cpu_seconds() -> float | None:
@@ -862,7 +836,7 @@ def main(argv=None) -> int:
     load_end = os.getloadavg()[0]
     report = _report(
         rows,
-        _machine(),
+        machine(),
         versions,
         checks,
         _label(ref_row),

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from node_benchmark import cpu_model, git_rev
+from common import cpu_model, git_rev
 
 
 def full_collection_ms(repeats: int = 5) -> float:

@@ -17,7 +17,7 @@ Rows (each success count re-checked independently, never taken from the solver a
   and the joint limits;
 * single-target latency: ``pose_solver`` one target per call, median / p95, verified;
 * trajectory optimisation, T knots, 2 cm margin, random scenes (10 obstacles,
-  :mod:`pyroki_ros.scenes`): ``plan`` one pair at a time, and ``plan_batch(batched=True,
+  bench/scenes.py): ``plan`` one pair at a time, and ``plan_batch(batched=True,
   replan_failures=False)`` (one vmapped solve: the GPU mode) per batch size. Verified: goal
   1 mm / 1 deg by the numpy FK, limits, no penetration of any obstacle or self pair at the
   knots and 10 points inside every segment (numpy distances, test/collision_reference.py's
@@ -640,10 +640,10 @@ def _plan_rows(
 
 def plan_rows(ctx: Context, report: Report) -> None:
     from collision_reference import self_pairs
+    from scenes import feasible_cases, random_obstacles  # bench/scenes.py
 
     from pyroki_ros.collision import RobotSpheres
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
-    from pyroki_ros.scenes import feasible_cases, random_obstacles
 
     robot = ctx.robot
     spheres = RobotSpheres.embedded("panda", robot)
@@ -687,7 +687,7 @@ def mbm_directory(args) -> Path | None:
 
 
 def mbm_rows(ctx: Context, report: Report) -> None:
-    from pyroki_ros.collision import RobotSpheres, World
+    from pyroki_ros.collision import RobotSpheres
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
     where = mbm_directory(ctx.args)
@@ -704,45 +704,31 @@ def mbm_rows(ctx: Context, report: Report) -> None:
         return
     import yaml
 
-    problems = yaml.safe_load((where / "demo_set.yaml").read_text())["bookshelf_small_panda"]
+    sys.path.insert(0, str(REPO / "test"))
+    import mbm_problems as mp  # the one MotionBenchMaker loader (numpy + yaml, no rclpy)
+    from mbm_benchmark import to_world
+
+    problems = [p for p in mp.load_problems(where / "demo_set.yaml")]
     problems = problems[: ctx.sizes.mbm_problems]
     robometrics = yaml.safe_load((where / "franka_spheres.yml").read_text())["collision_spheres"]
     robot = ctx.robot
     cases = []
     finger = (ctx.lower + ctx.upper)[robot.joint_index("panda_finger_joint1")] / 2
     for problem in problems:
-        boxes, cylinders = (
-            problem["obstacles"].get("cuboid", {}),
-            problem["obstacles"].get("cylinder", {}),
-        )
-        # poses [x, y, z, qw, qx, qy, qz] -> wxyz_xyz
-        box_poses = np.array([[*b["pose"][3:], *b["pose"][:3]] for b in boxes.values()], np.float64)
-        box_half = np.array([np.asarray(b["dims"]) / 2 for b in boxes.values()], np.float64)
-        cyl_poses = np.array(
-            [[*c["pose"][3:], *c["pose"][:3]] for c in cylinders.values()], np.float64
-        )
-        cyl_r = np.array([c["radius"] for c in cylinders.values()], np.float64)
-        cyl_h = np.array([c["height"] / 2 for c in cylinders.values()], np.float64)
-        # The planner's world: cylinders covered by capsules (as the node does).
-        axes = quat_matrices(cyl_poses[:, :4])[:, :, 2] if len(cyl_poses) else np.zeros((0, 3))
-        world = World.create(
-            box_poses=box_poses,
-            box_half_extents=box_half,
-            capsule_a=cyl_poses[:, 4:] - axes * cyl_h[:, None],
-            capsule_b=cyl_poses[:, 4:] + axes * cyl_h[:, None],
-            capsule_radii=cyl_r,
-        )
+        cylinders = problem.cylinders
         obstacles = Obstacles(
-            box_poses=box_poses,
-            box_half_extents=box_half,
-            cylinder_poses=cyl_poses,
-            cylinder_radii=cyl_r,
-            cylinder_half_heights=cyl_h,
+            box_poses=np.array([c.pose for c in problem.cuboids], np.float64).reshape(-1, 7),
+            box_half_extents=np.array([c.dims for c in problem.cuboids], np.float64).reshape(-1, 3)
+            / 2,
+            cylinder_poses=np.array([c.pose for c in cylinders], np.float64).reshape(-1, 7),
+            cylinder_radii=np.array([c.radius for c in cylinders], np.float64),
+            cylinder_half_heights=np.array([c.height / 2 for c in cylinders], np.float64),
         )
-        start = np.array([*problem["start"], finger], np.float64)
-        goal = problem["goal_pose"]
-        pose = np.array([*goal["quaternion_wxyz"], *goal["position_xyz"]], np.float64)
-        cases.append((start, pose, world, obstacles))
+        start = np.array([*problem.start, finger], np.float64)
+        # The planner's world: cylinders covered by capsules (as the node does).
+        cases.append(
+            (start, np.asarray(problem.goal_pose, np.float64), to_world(problem), obstacles)
+        )
     # The planner: our spheres but link0's (it stands on the stand; robometrics skips it too).
     own = RobotSpheres.embedded("panda", robot)
     keep = [i for i, link in enumerate(own.link_names) if link != "panda_link0"]
@@ -841,7 +827,7 @@ def sampler_rows(ctx: Context, report: Report) -> None:
 
 def machine_lines(args, sizes: Sizes, mode: str) -> list[str]:
     import jax
-    from node_benchmark import cpu_model, git_rev, loadavg, version
+    from common import cpu_model, git_rev, loadavg, version
 
     devs = jax.devices()
     plugins = ", ".join(

@@ -37,7 +37,6 @@ import importlib.metadata
 import json
 import math
 import os
-import platform
 import shlex
 import signal
 import subprocess
@@ -50,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from common import git_rev, machine
 
 REPO = Path(__file__).resolve().parent.parent
 POS_TOL = 1e-3  # m
@@ -911,57 +911,6 @@ def run_solver(name: str, problem: Problem, work: Path, args) -> dict:
     return row
 
 
-def machine_info() -> dict:
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
-    except OSError:
-        pass
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = os.cpu_count()
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "usable_cores": affinity,
-        "memory": mem,
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-    }
-
-
-def git_state() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO,
-            text=True,
-            capture_output=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO,
-            text=True,
-            capture_output=True,
-            check=False,
-        ).stdout.strip()
-        return head + (" + uncommitted changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-
-
 VERSIONED = (
     "numpy",
     "jax",
@@ -990,9 +939,9 @@ def render(rows: list[dict], info: dict, args) -> str:
         f"- date: {info['date']} (UTC); duration {info['duration_s']:.0f} s",
         f"- command: `{info['command']}` (cwd: repository root)",
         (
-            f"- machine: {info['machine']['cpu']}, {info['machine']['cores']} cores "
-            f"({info['machine']['usable_cores']} usable), {info['machine']['memory']} RAM, "
-            f"Linux {info['machine']['kernel']}, Python {info['machine']['python']}"
+            f"- machine: {info['machine']['cpu']}, {info['machine']['logical_cpus']} cores "
+            f"({info['machine']['usable_cpus']} usable), {info['machine'].get('memory_gib')} GiB "
+            f"RAM, {info['machine']['os']}, Python {info['machine']['python']}"
         ),
         f"- load average (1/5/15 min) at start: {info['load_start']}, at end: {info['load_end']}"
         + ("  **(machine busy: timings not representative)**" if info["busy"] else ""),
@@ -1167,8 +1116,8 @@ def main() -> int:
     info = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
         "command": "python3 " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]),
-        "machine": machine_info(),
-        "git": git_state(),
+        "machine": machine(),
+        "git": git_rev(),
         "versions": {k: version_of(k) for k in VERSIONED},
         "load_start": " ".join(f"{v:.2f}" for v in load_start),
     }

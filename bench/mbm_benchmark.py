@@ -58,7 +58,7 @@ sys.path.insert(0, str(REPO / "test"))
 
 import mbm_check as mc
 import mbm_problems as mp
-from node_benchmark import cpu_model, git_rev, loadavg, version
+from common import cpu_model, git_rev, loadavg, version
 
 DEFAULT_SETS = (mp.DEMO_SET, mp.GENERATED_SET)
 DEFAULT_MARKDOWN = REPO / "docs" / "benchmarks" / "mbm.md"

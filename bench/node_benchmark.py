@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import math
 import os
@@ -40,6 +39,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "test"))
+
+from common import cpu_model, git_rev, loadavg, pct, stats_ms, version  # noqa: F401
 
 TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 TRIGGER_NODE = "bench_trigger_server"
@@ -65,65 +66,6 @@ finally:
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def pct(values, q) -> float:
-    return float(np.percentile(np.asarray(values, float), q)) if len(values) else float("nan")
-
-
-def stats_ms(seconds) -> dict:
-    a = np.asarray(seconds, float) * 1e3
-    if not len(a):
-        return {"n": 0}
-    return {
-        "n": len(a),
-        "p50": float(np.median(a)),
-        "p95": pct(a, 95),
-        "max": float(a.max()),
-        "mean": float(a.mean()),
-    }
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "n/a"
-
-
-def git_rev() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        ).stdout.strip()
-        return out + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def loadavg() -> str:
-    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def teleop_rate_from_config(path: Path) -> float | None:

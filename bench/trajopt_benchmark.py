@@ -4,10 +4,10 @@
 Protocol:
 
 * one world of ``--obstacles`` random obstacles (spheres and tilted boxes, 3-7 cm, in front
-  of the robot; :func:`pyroki_ros.scenes.random_obstacles`, fixed seed);
+  of the robot; :func:`scenes.random_obstacles`, fixed seed);
 * ``--pairs`` random start/goal pairs inside the limits, both configurations at least 3 cm
   from every obstacle and from the robot itself, the hand moving >= 0.3 m
-  (:func:`pyroki_ros.scenes.feasible_cases`); the goal is the hand's pose at the goal
+  (:func:`scenes.feasible_cases`); the goal is the hand's pose at the goal
   configuration (IK decides the goal configuration);
 * success: the planner's own verdict, re-checked here independently: goal within 1 mm /
   1 degree by a float64 numpy FK (test/reference_fk.py), every point inside the limits, and
@@ -214,8 +214,9 @@ def main() -> int:
 
     import jax
     import plan_check as check
+    import scenes
 
-    from pyroki_ros import Robot, scenes
+    from pyroki_ros import Robot
     from pyroki_ros import objectives as O
     from pyroki_ros.collision import RobotSpheres, World
     from pyroki_ros.planning.trajopt import GOAL_SEEDS, TrajectoryOptimizer

@@ -8,13 +8,23 @@ import math
 import pathlib
 
 import numpy as np
+import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
 from harness import IsolatedNode
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from pyroki_ros.robots import urdf_path
+
 CONFIG = pathlib.Path(__file__).resolve().parents[1] / "config" / "panda.yaml"
+# The Panda the node tests publish, read by the independent reference (reference_fk.py).
+URDF = urdf_path("panda").read_text()
+MODEL = ref.parse_urdf(URDF)
+JOINTS = ref.actuated_joint_names(MODEL)
+LOWER, UPPER = ref.actuated_joint_limits(MODEL)
+# What the tests publish on /joint_states (actuated joints + the mimic finger).
+STATE = np.array([0.1, -0.6, 0.2, -2.2, 0.1, 1.7, 0.6, 0.02])
 LATCHED = QoSProfile(
     depth=1,
     reliability=ReliabilityPolicy.RELIABLE,

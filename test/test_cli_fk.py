@@ -18,7 +18,6 @@ import pytest
 
 TEST_DIR = Path(__file__).resolve().parent
 REPO = TEST_DIR.parent
-sys.path.insert(0, str(TEST_DIR))
 from reference_fk import reference_fk
 
 PANDA = REPO / "pyroki_ros" / "robots" / "panda.urdf"

@@ -8,14 +8,14 @@ float64 checks use ``jax.enable_x64`` as a context, as test_kinematics.py does.
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
+import collision_reference as ref
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from reference_fk import rpy_to_matrix
 
 from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros.collision import (
@@ -30,10 +30,6 @@ from pyroki_ros.collision import (
     world_distances,
 )
 from pyroki_ros.robots import urdf_path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import collision_reference as ref
-from reference_fk import rpy_to_matrix
 
 PANDA = urdf_path("panda")
 UR5 = urdf_path("ur5")

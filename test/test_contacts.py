@@ -6,15 +6,10 @@ only the allowed contacts left out."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
-import numpy as np
-import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import collision_reference as cref
+import numpy as np
 import plan_check as check
+import pytest
 from reference_fk import reference_fk
 
 from pyroki_ros import Robot

@@ -4,13 +4,8 @@ translation, without DDS: geometry checked against plain rotation matrices
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from reference_fk import quat_wxyz_to_matrix, reference_fk
 
 from pyroki_ros import Robot

@@ -27,7 +27,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-sys.path.insert(0, os.path.dirname(__file__))
 from harness import RosSession, reserve_domain_id, ros_environment, wait_until
 from node_helpers import LATCHED, start_node
 from pyroki_ros.msg import ErrorCode, IKObjective

@@ -9,9 +9,6 @@ Run with ``-rP`` (or ``-s``) to see the measured maximum errors per robot.
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
@@ -25,7 +22,6 @@ try:
 except ImportError as exc:  # the core is not there (yet)
     pytest.skip(f"pyroki_ros JAX core not importable: {exc}", allow_module_level=True)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import fk_check
 import reference_fk as ref
 from robot_cases import JACOBIAN_CASES, ROBOT_PATHS

@@ -18,7 +18,6 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
 
 from robot_cases import JACOBIAN_CASES, ROBOT_PATHS
 

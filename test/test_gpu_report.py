@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test"))
-sys.path.insert(0, str(ROOT / "bench"))
 
 TINY = [
     "--quick",

@@ -23,8 +23,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ik_cases import Spec, build, geometric_errors
 from ik_reference import RefRobot, pose7
 

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ik_reference import RefRobot, pose7, rotation_angle
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,14 +8,11 @@ residual itself (float32, as computed by the library) for the Jacobian.
 
 from __future__ import annotations
 
-import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ik_cases import Spec, build, geometric_errors, residuals
 from ik_reference import RefRobot
 

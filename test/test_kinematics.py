@@ -15,20 +15,16 @@ robots are branches of one URDF.
 from __future__ import annotations
 
 import math
-import sys
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from reference_fk import reference_fk
 
 from pyroki_ros import Robot, forward_kinematics, link_jacobian
 from pyroki_ros.robots import urdf_path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_fk import reference_fk
 
 # The backend optimisation level only changes how fast the generated code runs, not what it
 # computes; level 0 roughly halves compile time, which is most of this file's run time.

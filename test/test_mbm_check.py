@@ -6,16 +6,11 @@ between knots), and robometrics' demo problems as the checker sees them."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
+import mbm_check as mc
 import numpy as np
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import mbm_check as mc
 from reference_fk import quat_wxyz_to_matrix, reference_fk, reference_jacobian_fd
 
 READY = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])

@@ -8,7 +8,6 @@ it, and that it stays small. Planner success is not asserted here (yet)."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,6 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "test"))
-sys.path.insert(0, str(REPO / "bench"))
 
 import mbm_check as mc
 import mbm_problems as mp

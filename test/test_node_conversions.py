@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 
 import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import reference_fk as ref
 from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
 from pyroki_ros.msg import ErrorCode, IKObjective

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 import threading
 import time
 
@@ -21,11 +20,20 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, PoseStamped
-from node_helpers import pose_stamped, publish_robot, start_node
+from node_helpers import (
+    JOINTS,
+    LOWER,
+    MODEL,
+    STATE,
+    UPPER,
+    URDF,
+    pose_stamped,
+    publish_robot,
+    start_node,
+)
 from pyroki_ros.msg import ErrorCode, IKObjective, Keypoints
 from pyroki_ros.srv import ComputeFK, PlanTrajectory, RetargetMotion, SolveIK, SolveIKBatch
 from rclpy.qos import QoSProfile
@@ -35,11 +43,6 @@ from std_msgs.msg import String
 
 from pyroki_ros.robots import urdf_path
 
-URDF = urdf_path("panda").read_text()
-MODEL = ref.parse_urdf(URDF)
-JOINTS = ref.actuated_joint_names(MODEL)
-LOWER, UPPER = ref.actuated_joint_limits(MODEL)
-STATE = np.array([0.1, -0.6, 0.2, -2.2, 0.1, 1.7, 0.6, 0.02])
 ARM = np.array([1, 1, 1, 1, 1, 1, 1, 0.0])  # offsets of the arm joints, not the finger
 LIMITS = (
     "max_obstacles:=8",

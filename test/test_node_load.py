@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-import sys
 import threading
 import time
 
@@ -21,21 +20,23 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
 from harness import NODE
-from node_helpers import pose_stamped, publish_robot, start_node
+from node_helpers import (
+    JOINTS,
+    LOWER,
+    MODEL,
+    STATE,
+    UPPER,
+    URDF,
+    pose_stamped,
+    publish_robot,
+    start_node,
+)
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import SolveIK
 
-from pyroki_ros.robots import urdf_path
-
-URDF = urdf_path("panda").read_text()
-MODEL = ref.parse_urdf(URDF)
-JOINTS = ref.actuated_joint_names(MODEL)
-LOWER, UPPER = ref.actuated_joint_limits(MODEL)
-STATE = np.array([0.1, -0.6, 0.2, -2.2, 0.1, 1.7, 0.6, 0.02])
 CLIENTS = int(os.environ.get("PYROKI_ROS_LOAD_CLIENTS", "8"))
 CALLS = int(os.environ.get("PYROKI_ROS_LOAD_CALLS", "200"))
 

@@ -6,8 +6,6 @@ matching the request, collision spheres at the reference FK of the answer."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import threading
 import time
 
@@ -17,7 +15,6 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 pytest.importorskip("visualization_msgs", reason="visualization_msgs not installed: ./setup.sh")
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import plan_check as check
 from geometry_msgs.msg import PoseStamped
 from node_helpers import pose_stamped, publish_robot, start_node

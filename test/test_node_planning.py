@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -19,9 +18,9 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import collision_reference
 import plan_check as check
+import scenes  # bench/scenes.py: random planning scenes
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, Pose, PoseStamped
 from node_helpers import pose_stamped, publish_robot, start_node
@@ -32,7 +31,7 @@ from sensor_msgs.msg import JointState
 from shape_msgs.msg import Plane, SolidPrimitive
 from trajectory_msgs.msg import JointTrajectory
 
-from pyroki_ros import Robot, scenes
+from pyroki_ros import Robot
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.robots import urdf_path
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 import threading
 
 import numpy as np
@@ -20,7 +19,6 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
 from harness import wait_until

@@ -17,7 +17,6 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import plan_check as check
 from harness import IsolatedNode
 from node_helpers import CONFIG, pose_stamped, publish_robot

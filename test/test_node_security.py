@@ -25,7 +25,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-sys.path.insert(0, os.path.dirname(__file__))
 from harness import IsolatedNode
 from node_helpers import CONFIG, start_node
 from pyroki_ros.srv import ComputeFK

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 import time
 
 import numpy as np
@@ -20,21 +19,23 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import reference_fk as ref
-from node_helpers import CONFIG, pose_stamped, publish_robot, start_node
+from node_helpers import (
+    CONFIG,
+    JOINTS,
+    LOWER,
+    MODEL,
+    STATE,
+    UPPER,
+    URDF,
+    pose_stamped,
+    publish_robot,
+    start_node,
+)
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
 from sensor_msgs.msg import JointState
 
-from pyroki_ros.robots import urdf_path
-
-URDF = urdf_path("panda").read_text()
-MODEL = ref.parse_urdf(URDF)
-JOINTS = ref.actuated_joint_names(MODEL)
-LOWER, UPPER = ref.actuated_joint_limits(MODEL)
-# What this module publishes on /joint_states (actuated joints + the mimic finger).
-STATE = np.array([0.1, -0.6, 0.2, -2.2, 0.1, 1.7, 0.6, 0.02])
 POS_TOL, ROT_TOL = 1e-3, math.radians(1.0)
 # float32 solver vs float64 reference: a little slack on top of the tolerances.
 POS_SLACK, ROT_SLACK = 1e-4, 1e-3

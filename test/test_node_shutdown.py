@@ -22,7 +22,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-sys.path.insert(0, os.path.dirname(__file__))
 from node_helpers import start_node
 from pyroki_ros.msg import IKObjective
 from pyroki_ros.srv import ComputeFK, PlanTrajectory, SolveIK, SolveIKBatch

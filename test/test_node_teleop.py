@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import math
 import pathlib
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -22,22 +21,16 @@ import pytest
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
 from harness import NODE, wait_until
-from node_helpers import pose_stamped, publish_robot, start_node
+from node_helpers import JOINTS, MODEL, STATE, URDF, pose_stamped, publish_robot, start_node
 from pyroki_ros.msg import IKObjective, MultiLinkGoal
 from trajectory_msgs.msg import JointTrajectory
 
-from pyroki_ros.robots import urdf_path
 from pyroki_ros.ros.teleop import TELEOP_RESYNC_SECONDS
 
 BASE = "panda_link0"
-URDF = urdf_path("panda").read_text()
-MODEL = ref.parse_urdf(URDF)
-JOINTS = ref.actuated_joint_names(MODEL)
-STATE = np.array([0.1, -0.6, 0.2, -2.2, 0.1, 1.7, 0.6, 0.02])
 RATE_HZ, SCALING = 50.0, 0.5  # config/panda.yaml
 TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 

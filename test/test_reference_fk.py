@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import reference_fk as ref
 
 L1, L2 = 0.7, 0.45

@@ -15,13 +15,8 @@ Pinocchio specifics handled here:
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import reference_fk as ref
 from robot_cases import ROBOT_PATHS
 

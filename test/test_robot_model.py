@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +16,6 @@ import pytest
 
 from pyroki_ros import Robot, URDFError, forward_kinematics, link_jacobian
 from pyroki_ros.robots import urdf_path
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 # --------------------------------------------------------------------------------------------
 # A tree with several branches and every supported joint type. Links are declared in a

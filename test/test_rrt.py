@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import itertools
 import pathlib
-import sys
 import time
 
 import numpy as np
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "bench"))
 import plan_check as check
 
 from pyroki_ros import Robot

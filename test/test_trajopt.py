@@ -6,20 +6,17 @@ input."""
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import plan_check as check
+import pytest
+import scenes  # bench/scenes.py: random planning scenes
 from nls_reference import dense_hessian
 from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
 
-from pyroki_ros import Robot, scenes
+from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.planning import timing

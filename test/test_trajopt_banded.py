@@ -13,8 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from nls_reference import dense_hessian
 
 from pyroki_ros.planning.trajopt import retarget_memory_bytes, trajectory_memory_bytes

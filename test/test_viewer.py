@@ -19,7 +19,6 @@ import os
 import pathlib
 import shutil
 import socket
-import sys
 import time
 
 import numpy as np
@@ -27,7 +26,6 @@ import pytest
 
 pytest.importorskip("viser", reason="viser not installed (requirements.txt / pip install .[view])")
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from reference_fk import reference_fk
 
 from pyroki_ros import Robot, forward_kinematics
