@@ -1,20 +1,43 @@
-"""What every benchmark records beside its numbers: the machine, the commit, the load, the
-versions; and the latency summary they print. One copy, imported by the scripts in bench/
-(they run as ``.venv/bin/python bench/<script>.py``, so this directory is on ``sys.path``).
-Standard library and numpy only: ``gpu_report.py`` runs where nothing else is installed."""
+"""What every benchmark records beside its numbers, and how it times and writes them: one copy,
+imported by every script in bench/.
+
+* the run: :func:`machine` (a dict) / :func:`host` / :func:`machine_line` (one line),
+  :func:`git_rev`, :func:`loadavg`, :func:`version`, :func:`utc_now`;
+* timing: :func:`time_calls` (repeated calls of one function, wall and CPU seconds),
+  :func:`pct` and :func:`stats_ms` (latency summary);
+* results: :func:`write_between_markers` (a report into its place in a markdown file).
+
+Scripts run as ``.venv/bin/python bench/<script>.py`` from the repository root, so this
+directory is on ``sys.path`` and ``import common`` works; importing it also puts this checkout
+and ``test/`` first on ``sys.path`` (``pyroki_ros`` is this checkout's, installed or not, and
+the independent numpy references of ``test/`` import by name). Standard library and numpy
+only, no rclpy and no JAX at import: ``gpu_report.py`` runs where only the core is installed.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import importlib.metadata
+import math
 import os
 import platform
 import re
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+for _path in (REPO / "test", REPO):  # REPO ends up first
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+
+# --- the run ----------------------------------------------------------------------------------
 
 
 def cpu_model() -> str:
@@ -27,7 +50,12 @@ def cpu_model() -> str:
             return found[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def usable_cpus() -> int | None:
+    """CPUs this process may run on (its affinity), where the OS says."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def machine() -> dict:
@@ -42,7 +70,7 @@ def machine() -> dict:
     except OSError:
         pass
     info["logical_cpus"] = os.cpu_count()
-    info["usable_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    info["usable_cpus"] = usable_cpus()
     try:
         kib = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
         info["memory_gib"] = round(kib / 2**20, 1)
@@ -53,8 +81,29 @@ def machine() -> dict:
     return info
 
 
-def git_rev() -> str:
-    """Short commit of this checkout, "+dirty" with uncommitted changes to tracked files."""
+def host() -> str:
+    """One line: the CPU model and the logical CPUs (and the usable ones, when fewer)."""
+    logical, usable = os.cpu_count(), usable_cpus()
+    fewer = f" ({usable} usable)" if usable and logical and usable < logical else ""
+    return f"{cpu_model()}, {logical} logical CPUs{fewer}"
+
+
+def machine_line() -> str:
+    """One line: :func:`host`, JAX's first device, Python and jax versions (imports jax)."""
+    import jax
+
+    device = jax.devices()[0]
+    kind = "" if device.platform == "cpu" else f" {device.device_kind}"
+    return (
+        f"{host()}, JAX on {device.platform}{kind}, Python {platform.python_version()}, "
+        f"jax {version('jax')}"
+    )
+
+
+def git_rev(*paths: str) -> str:
+    """Short commit of this checkout, "+dirty" when the working tree differs from it: changed
+    or new (not ignored) files, only those under ``paths`` (relative to the repository root)
+    when given."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -63,24 +112,73 @@ def git_rev() -> str:
 
     try:
         head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git("status", "--porcelain", "--", *paths)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
 def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as "0.52 0.61 0.70"."""
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def version(dist: str) -> str:
+def version(dist: str, missing: str | None = "n/a") -> str | None:
+    """The installed version of distribution ``dist``, else ``missing``."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return "n/a"
+        return missing
+
+
+def utc_now() -> str:
+    """The time now, as "2026-11-25 05:19 UTC"."""
+    return f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Calls:
+    """What :func:`time_calls` measured: seconds of each call, and the last call's result."""
+
+    wall: np.ndarray  # wall-clock seconds per call
+    cpu: np.ndarray  # process CPU seconds per call (all threads)
+    result: object
+
+
+def time_calls(
+    fn: Callable[[], object],
+    *,
+    min_repeats: int = 1,
+    max_repeats: int | None = None,
+    min_seconds: float = 0.0,
+    max_seconds: float = math.inf,
+) -> Calls:
+    """Calls ``fn()`` again and again, timing each call: at least ``min_repeats`` calls and
+    ``min_seconds`` in all, at most ``max_repeats`` calls, and no call once the fastest one so
+    far would carry the total past ``max_seconds`` (the first call always runs). Warm-up and
+    compiling calls are the caller's, before."""
+    wall: list[float] = []
+    cpu: list[float] = []
+    result = None
+    start = time.perf_counter()
+    while max_repeats is None or len(wall) < max_repeats:
+        spent = time.perf_counter() - start
+        if len(wall) >= min_repeats and spent >= min_seconds:
+            break
+        if wall and spent + min(wall) > max_seconds:
+            break
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return Calls(np.asarray(wall), np.asarray(cpu), result)
 
 
 def pct(values, q: float) -> float:
+    """The ``q`` th percentile of ``values`` (NaN when there are none)."""
     return float(np.percentile(np.asarray(values, float), q)) if len(values) else float("nan")
 
 
@@ -96,3 +194,22 @@ def stats_ms(seconds) -> dict:
         "max": float(a.max()),
         "mean": float(a.mean()),
     }
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+def write_between_markers(path: Path, begin: str, end: str, body: str, new_file: str = "") -> None:
+    """Puts ``begin``, ``body`` and ``end`` (one block) into the markdown file ``path``: in
+    place of the block between these markers where the file has them, else at its end (a
+    file that does not exist yet starts as ``new_file``). The rest of the file is kept."""
+    block = f"{begin}\n{body}{end}\n"
+    text = path.read_text() if path.is_file() else new_file
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
+        text = head + block + ("\n" + tail if tail else "")
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

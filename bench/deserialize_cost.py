@@ -11,13 +11,10 @@ Usage (repository root)::
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import git_rev, host
 
-from common import cpu_model, git_rev
 from geometry_msgs.msg import PoseStamped
 from pyroki_ros.srv import PlanTrajectory
 from rclpy.serialization import deserialize_message, serialize_message
@@ -26,7 +23,7 @@ from shape_msgs.msg import SolidPrimitive
 
 def main() -> None:
     # Up to the interface bound (4096): past it rclpy refuses to serialise the request.
-    print(f"machine: {cpu_model()}; git {git_rev()}")
+    print(f"machine: {host()}; git {git_rev()}")
     print("| obstacles | bytes | serialise s | deserialise s | per obstacle us |")
     print("|---:|---:|---:|---:|---:|")
     for count in (1024, 4096):

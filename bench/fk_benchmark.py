@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import importlib.util
 import json
 import math
@@ -52,10 +53,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from common import machine
+from common import REPO, git_rev, machine, time_calls, version, write_between_markers
 
-REPO = Path(__file__).resolve().parents[1]
+import numpy as np
+from reference_fk import quat_wxyz_to_matrix
+
 DEFAULT_URDF = REPO / "pyroki_ros" / "robots" / "panda.urdf"
 
 # Named sets of XLA flags for the JAX variants ("DTYPE[:PRESET][@CPUS]" in --jax-variants).
@@ -70,49 +72,40 @@ BEGIN, END = "<!-- fk_benchmark:begin -->", "<!-- fk_benchmark:end -->"
 
 
 # ----------------------------------------------------------------------------------------
-# timing helpers (used by the workers)
+# timing (used by the workers)
 
 
-def _time_calls(fn, min_repeats: int, min_seconds: float, max_repeats: int) -> tuple:
-    """Wall-clock and process CPU (all threads) seconds of each call."""
-    wall: list[float] = []
-    cpu: list[float] = []
-    start = time.perf_counter()
-    while len(wall) < max_repeats and (
-        len(wall) < min_repeats or time.perf_counter() - start < min_seconds
-    ):
-        c0, t0 = time.process_time(), time.perf_counter()
-        fn()
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return wall, cpu
-
-
-def _summary(times: tuple, batch: int) -> dict:
-    wall, cpu = (np.asarray(t) for t in times)
-    median = float(np.median(wall))
-    return {
-        "batch": batch,
-        "median_s": median,
-        "p10_s": float(np.percentile(wall, 10)),
-        "p90_s": float(np.percentile(wall, 90)),
-        "cpu_median_s": float(np.median(cpu)),
-        "repeats": len(wall),
-        "throughput": batch / median,
-    }
-
-
-def _quat_wxyz_to_matrix(q: np.ndarray) -> np.ndarray:
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+def _time_batches(call, batch_input, args, warmup: int) -> list[dict]:
+    """Per batch size: the first call (timed: trace + compile + run for JAX), ``warmup``
+    calls, then timed calls; their summary."""
+    results = []
+    for batch in args.batches:
+        x = batch_input(batch)
+        t0 = time.perf_counter()
+        call(x)
+        first = time.perf_counter() - t0
+        for _ in range(warmup):
+            call(x)
+        calls = time_calls(
+            lambda x=x: call(x),
+            min_repeats=args.min_repeats,
+            min_seconds=args.min_seconds,
+            max_repeats=args.max_repeats,
+        )
+        median = float(np.median(calls.wall))
+        results.append(
+            {
+                "batch": batch,
+                "median_s": median,
+                "p10_s": float(np.percentile(calls.wall, 10)),
+                "p90_s": float(np.percentile(calls.wall, 90)),
+                "cpu_median_s": float(np.median(calls.cpu)),
+                "repeats": len(calls.wall),
+                "throughput": batch / median,
+                "first_call_s": first,
+            }
+        )
+    return results
 
 
 # ----------------------------------------------------------------------------------------
@@ -129,7 +122,6 @@ def _worker_jax(args) -> dict:
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    sys.path.insert(0, str(REPO))
     from pyroki_ros import Robot, forward_kinematics
 
     source = _kinematics_hash()  # the FK source this process imported (others may edit it)
@@ -161,26 +153,18 @@ def _worker_jax(args) -> dict:
                 out = getattr(out, "wxyz_xyz", out)
                 return out.block_until_ready()
 
-            results = []
-            for batch in args.batches:
-                q = jax.device_put(jnp.asarray(configs[:batch], dtype), device)
-                t0 = time.perf_counter()
-                call(q)
-                first = time.perf_counter() - t0
-                for _ in range(args.warmup):
-                    call(q)
-                res = _summary(
-                    _time_calls(
-                        lambda q=q: call(q), args.min_repeats, args.min_seconds, args.max_repeats
-                    ),
-                    batch,
-                )
-                res["first_call_s"] = first
-                results.append(res)
+            results = _time_batches(
+                call,
+                lambda batch, device=device: jax.device_put(
+                    jnp.asarray(configs[:batch], dtype), device
+                ),
+                args,
+                args.warmup,
+            )
             key = f"{impl_name}/{device_name}"
             q = jax.device_put(jnp.asarray(configs[: args.check_batch], dtype), device)
             out = np.asarray(call(q), np.float64)
-            poses[key] = (out[..., 4:], _quat_wxyz_to_matrix(out[..., :4]))
+            poses[key] = (out[..., 4:], quat_wxyz_to_matrix(out[..., :4]))
             rows.append(
                 {
                     "key": key,
@@ -201,7 +185,6 @@ def _worker_torch(args) -> dict:
     import torch
 
     torch.set_num_threads(int(args.threads))
-    sys.path.insert(0, str(REPO))
     link_names, joint_names, _ = _robot_summary(args.urdf)
     configs = np.load(args.configs)
     with open(args.urdf) as f:
@@ -214,22 +197,12 @@ def _worker_torch(args) -> dict:
         out = chain.forward_kinematics(th)
         return [out[name].get_matrix() for name in link_names]
 
-    results = []
-    for batch in args.batches:
-        th = torch.as_tensor(configs[:batch][:, columns], dtype=torch.float32)
-        t0 = time.perf_counter()
-        call(th)
-        first = time.perf_counter() - t0
-        for _ in range(args.warmup):
-            call(th)
-        res = _summary(
-            _time_calls(
-                lambda th=th: call(th), args.min_repeats, args.min_seconds, args.max_repeats
-            ),
-            batch,
-        )
-        res["first_call_s"] = first
-        results.append(res)
+    results = _time_batches(
+        call,
+        lambda batch: torch.as_tensor(configs[:batch][:, columns], dtype=torch.float32),
+        args,
+        args.warmup,
+    )
     th = torch.as_tensor(configs[: args.check_batch][:, columns], dtype=torch.float32)
     mats = np.stack([m.numpy() for m in call(th)], axis=1).astype(np.float64)  # (B, L, 4, 4)
     row = {
@@ -243,7 +216,7 @@ def _worker_torch(args) -> dict:
     }
     versions = {
         "torch": torch.__version__,
-        "pytorch_kinematics": _dist_version("pytorch_kinematics"),
+        "pytorch_kinematics": version("pytorch_kinematics"),
     }
     return {
         "rows": [row],
@@ -255,7 +228,6 @@ def _worker_torch(args) -> dict:
 def _worker_pin(args) -> dict:
     import pinocchio as pin
 
-    sys.path.insert(0, str(REPO))
     link_names, joint_names, _ = _robot_summary(args.urdf)
     configs = np.load(args.configs)
     model = pin.buildModelFromUrdf(str(args.urdf), mimic=True)
@@ -280,22 +252,7 @@ def _worker_pin(args) -> dict:
             pin.forwardKinematics(model, data, q)
             pin.updateFramePlacements(model, data)
 
-    results = []
-    for batch in args.batches:
-        qs = to_pin(configs[:batch])
-        t0 = time.perf_counter()
-        call(qs)
-        first = time.perf_counter() - t0
-        for _ in range(min(args.warmup, 1)):
-            call(qs)
-        res = _summary(
-            _time_calls(
-                lambda qs=qs: call(qs), args.min_repeats, args.min_seconds, args.max_repeats
-            ),
-            batch,
-        )
-        res["first_call_s"] = first
-        results.append(res)
+    results = _time_batches(call, lambda batch: to_pin(configs[:batch]), args, min(args.warmup, 1))
     positions, rotations = [], []
     for q in to_pin(configs[: args.check_batch]):
         pin.forwardKinematics(model, data, q)
@@ -347,15 +304,6 @@ def _mimic_columns(urdf: Path, joint_names, wanted) -> list[int]:
             joint = by_name[joint.mimic_joint]
         columns.append(joint_names.index(joint.name))
     return columns
-
-
-def _dist_version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "n/a"
 
 
 def _run_worker(args) -> None:
@@ -442,9 +390,7 @@ def _label(row: dict) -> str:
 
 
 def _kinematics_hash() -> str:
-    import hashlib
-
-    source = REPO / "pyroki_ros" / "kinematics.py"
+    source = REPO / "pyroki_ros" / "model" / "kinematics.py"
     return hashlib.sha256(source.read_bytes()).hexdigest()[:12] if source.exists() else "n/a"
 
 
@@ -453,24 +399,7 @@ def _source_state(rows) -> str:
     digest = ", ".join(sorted({r["source"] for r in rows if r.get("source")})) or "n/a"
     if "," in digest:
         digest += " (CHANGED DURING THE RUN: rows are not comparable)"
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO,
-            text=True,
-            capture_output=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "pyroki_ros"],
-            cwd=REPO,
-            text=True,
-            capture_output=True,
-            check=True,
-        ).stdout.strip()
-        head += " (pyroki_ros/ has uncommitted changes)" if dirty else ""
-    except (OSError, subprocess.CalledProcessError):
-        head = "n/a"
+    head = git_rev("pyroki_ros")  # +dirty: pyroki_ros/ has uncommitted changes
     return f"git {head}; pyroki_ros/model/kinematics.py sha256 {digest}"
 
 
@@ -624,19 +553,6 @@ def _report(rows, machine, versions, checks, reference, args, command, load, sta
     return "\n".join(lines) + "\n"
 
 
-def _write_markdown(path: Path, report: str) -> None:
-    block = f"{BEGIN}\n{report}{END}\n"
-    if path.exists():
-        old = path.read_text()
-        if BEGIN in old and END in old:
-            head, rest = old.split(BEGIN, 1)
-            tail = rest.split(END, 1)[1].lstrip("\n")
-            path.write_text(head + block + ("\n" + tail if tail else ""))
-            return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(block)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--urdf", type=Path, default=DEFAULT_URDF)
@@ -695,7 +611,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker:
-        sys.path.insert(0, str(REPO))
         _run_worker(args)
         return 0
 
@@ -704,7 +619,6 @@ def main(argv=None) -> int:
     )
     started = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     load_start = os.getloadavg()[0]
-    sys.path.insert(0, str(REPO))
     link_names, joint_names, limits = _robot_summary(args.urdf)
     args.n_links, args.n_joints = len(link_names), len(joint_names)
     args.check_batch = min(args.check_batch, max(args.batches))
@@ -817,7 +731,7 @@ def main(argv=None) -> int:
         print("no library ran", file=sys.stderr)
         return 1
     for package in ("numpy", "jaxlib", "jaxlie"):
-        versions.setdefault(package, _dist_version(package))
+        versions.setdefault(package, version(package))
 
     ref_key = next((r["key_full"] for r in rows if r["library"] == "Pinocchio"), None)
     ref_key = (
@@ -847,7 +761,7 @@ def main(argv=None) -> int:
     )
     print(report)
     if args.markdown:
-        _write_markdown(args.markdown, report)
+        write_between_markers(args.markdown, BEGIN, END, report)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(

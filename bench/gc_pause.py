@@ -16,14 +16,9 @@ from __future__ import annotations
 
 import gc
 import statistics
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-
-from common import cpu_model, git_rev
+from common import git_rev, host
 
 
 def full_collection_ms(repeats: int = 5) -> float:
@@ -47,7 +42,7 @@ def main() -> None:
     before = full_collection_ms()
     gc.freeze()
     after = full_collection_ms()
-    print(f"machine: {cpu_model()}; git {git_rev()}; model {model.name}")
+    print(f"machine: {host()}; git {git_rev()}; model {model.name}")
     print(f"objects tracked after the model load: {tracked:,}")
     print(f"full gc.collect(): {before:.1f} ms before gc.freeze(), {after:.2f} ms after")
 

@@ -13,15 +13,15 @@ Rows (each success count re-checked independently, never taken from the solver a
 * FK: all Panda links for batches of configurations, configurations/s;
 * IK (Panda hand, 1 mm / 1 deg): batches of random reachable targets, one call each: time of
   the best timed call after a compiling one, success; every reported success verified by a
-  float64 numpy FK written from the URDF (test/reference_fk.py's parser, vectorised here)
-  and the joint limits;
+  float64 numpy FK written from the URDF (test/batched_reference.py: test/reference_fk.py's
+  parser and conventions, batched) and the joint limits;
 * single-target latency: ``pose_solver`` one target per call, median / p95, verified;
 * trajectory optimisation, T knots, 2 cm margin, random scenes (10 obstacles,
   bench/scenes.py): ``plan`` one pair at a time, and ``plan_batch(batched=True,
   replan_failures=False)`` (one vmapped solve: the GPU mode) per batch size. Verified: goal
   1 mm / 1 deg by the numpy FK, limits, no penetration of any obstacle or self pair at the
-  knots and 10 points inside every segment (numpy distances, test/collision_reference.py's
-  self pairs);
+  knots and 10 points inside every segment (numpy distances of test/batched_reference.py,
+  test/collision_reference.py's self pairs);
 * the 5 MotionBenchMaker demo problems (bookshelf, ``--mbm``): ``plan`` and the batched path
   per problem (each has its own scene, and ``plan_batch`` takes one world per call); the
   planner sees the cylinders as capsules and no spheres on ``panda_link0`` (it sits on the
@@ -55,10 +55,21 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "test"))  # reference_fk, collision_reference (numpy only)
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO))  # this checkout, installed or not
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, also when run by runpy
+# common first: it puts this checkout and test/ (numpy-only references) on sys.path
+from common import (
+    REPO,
+    git_rev,
+    host,
+    loadavg,
+    stats_ms,
+    time_calls,
+    version,
+    write_between_markers,
+)
+
+from batched_reference import Chain, box_signed_distance, cylinder_signed_distance
+from reference_fk import quat_wxyz_to_matrix
 
 GROUPS = ("fk", "ik", "latency", "plan", "mbm", "sampler")
 POS_TOL, ROT_TOL = 1e-3, math.radians(1.0)
@@ -135,6 +146,11 @@ def ms(seconds: float) -> str:
     return f"{seconds:,.1f} s"
 
 
+def median_p95(seconds) -> str:
+    stats = stats_ms(seconds)
+    return f"median {ms(stats['p50'] / 1e3)}, p95 {ms(stats['p95'] / 1e3)}"
+
+
 def per_second(count: float, seconds: float, unit: str) -> str:
     if not seconds > 0:
         return "n/a"
@@ -150,88 +166,22 @@ def fraction(k: int, n: int) -> str:
 # --- independent float64 kinematics and distances (numpy; no pyroki_ros code) ----------------
 
 
-class NumpyFK:
-    """float64 forward kinematics of many configurations at once, from the URDF by
-    test/reference_fk.py's parser (not pyroki_ros'): per joint one batched 4x4 product."""
+class NumpyFK(Chain):
+    """test/batched_reference.py's float64 FK (not pyroki_ros'), configurations in the order
+    of ``joint_names`` (the robot's)."""
 
     def __init__(self, urdf_text: str, joint_names):
-        from reference_fk import joint_origin, parse_urdf, topological_links
+        super().__init__(urdf_text)
+        self._columns = [list(joint_names).index(name) for name in self.joint_names]
 
-        self.model = parse_urdf(urdf_text)
-        self.joint_names = list(joint_names)
-        self._origin = {j.name: joint_origin(j) for j in self.model.joints}
-        self._order = topological_links(self.model)[1:]
-        self._by_child = self.model.joint_by_child
-        self._joints = {j.name: j for j in self.model.joints}
-
-    def _values(self, q: np.ndarray) -> dict[str, np.ndarray]:
-        values = {name: q[:, i] for i, name in enumerate(self.joint_names)}
-
-        def value(name: str) -> np.ndarray:
-            if name not in values:
-                joint = self._joints[name]
-                if joint.mimic is not None:
-                    source, multiplier, offset = joint.mimic
-                    values[name] = multiplier * value(source) + offset
-                else:
-                    values[name] = np.zeros(len(q))
-            return values[name]
-
-        for j in self.model.joints:
-            if j.type != "fixed":
-                value(j.name)
-        return values
-
-    def poses(self, q: np.ndarray, links=None) -> dict[str, np.ndarray]:
-        """(N, 4, 4) root-frame pose per link (all links, or those needed for ``links``)."""
-        q = np.atleast_2d(np.asarray(q, np.float64))
-        values = self._values(q)
-        wanted = None
-        if links is not None:  # the links on the way from the root to those asked for
-            wanted = set()
-            for link in links:
-                while link in self._by_child:
-                    wanted.add(link)
-                    link = self._by_child[link].parent
-        out = {self.model.root: np.broadcast_to(np.eye(4), (len(q), 4, 4))}
-        for link in self._order:
-            if wanted is not None and link not in wanted:
-                continue
-            j = self._by_child[link]
-            motion = np.broadcast_to(np.eye(4), (len(q), 4, 4)).copy()
-            if j.type in ("revolute", "continuous"):
-                angle = values[j.name]
-                k = np.array(
-                    [
-                        [0, -j.axis[2], j.axis[1]],
-                        [j.axis[2], 0, -j.axis[0]],
-                        [-j.axis[1], j.axis[0], 0],
-                    ]
-                )
-                s, c = np.sin(angle)[:, None, None], np.cos(angle)[:, None, None]
-                motion[:, :3, :3] = np.eye(3) + s * k + (1 - c) * (k @ k)  # Rodrigues
-            elif j.type == "prismatic":
-                motion[:, :3, 3] = values[j.name][:, None] * j.axis
-            out[link] = out[j.parent] @ self._origin[j.name] @ motion
-        return out
-
-
-def quat_matrices(wxyz: np.ndarray) -> np.ndarray:
-    """(N, 4) wxyz -> (N, 3, 3) rotation matrices (normalised first)."""
-    w, x, y, z = (wxyz / np.linalg.norm(wxyz, axis=-1, keepdims=True)).T
-    return np.stack(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    ).transpose(2, 0, 1)
+    def full(self, q: np.ndarray) -> np.ndarray:
+        return super().full(np.asarray(q, np.float64)[..., self._columns])
 
 
 def pose_errors(poses: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Position (m) and rotation angle (rad) between (N, 4, 4) poses and (N, 7) wxyz_xyz."""
     position = np.linalg.norm(poses[:, :3, 3] - targets[:, 4:], axis=1)
-    relative = quat_matrices(targets[:, :4]).transpose(0, 2, 1) @ poses[:, :3, :3]
+    relative = quat_wxyz_to_matrix(targets[:, :4]).transpose(0, 2, 1) @ poses[:, :3, :3]
     cos = np.clip((np.trace(relative, axis1=1, axis2=2) - 1) / 2, -1.0, 1.0)
     return position, np.arccos(cos)
 
@@ -262,12 +212,6 @@ class Obstacles:
     cylinder_half_heights: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-def _local(points: np.ndarray, poses: np.ndarray) -> np.ndarray:
-    """(P, 3) root-frame points in each of (M, 7) frames: (P, M, 3)."""
-    rot = quat_matrices(poses[:, :4])
-    return np.einsum("mji,pmj->pmi", rot, points[:, None, :] - poses[None, :, 4:])
-
-
 def clearance(centers: np.ndarray, radii: np.ndarray, obstacles: Obstacles) -> np.ndarray:
     """Smallest signed distance between spheres (P, S, 3) / (S,) and the obstacles: (P,)."""
     p_count, s_count = centers.shape[:2]
@@ -278,17 +222,17 @@ def clearance(centers: np.ndarray, radii: np.ndarray, obstacles: Obstacles) -> n
         d = np.linalg.norm(flat[:, None] - obstacles.sphere_centers[None], axis=2)
         best = np.minimum(best, np.min(d - obstacles.sphere_radii[None], 1))
     if len(obstacles.box_poses):
-        q = np.abs(_local(flat, obstacles.box_poses)) - obstacles.box_half_extents[None]
-        outside = np.linalg.norm(np.maximum(q, 0), axis=2)
-        inside = np.minimum(np.max(q, axis=2), 0)
-        best = np.minimum(best, np.min(outside + inside, 1))
+        poses = obstacles.box_poses
+        rot = quat_wxyz_to_matrix(poses[:, :4])
+        d = box_signed_distance(flat, rot, poses[:, 4:], obstacles.box_half_extents)
+        best = np.minimum(best, np.min(d, 1))
     if len(obstacles.cylinder_poses):
-        p = _local(flat, obstacles.cylinder_poses)
-        radial = np.linalg.norm(p[..., :2], axis=2) - obstacles.cylinder_radii[None]
-        axial = np.abs(p[..., 2]) - obstacles.cylinder_half_heights[None]
-        outside = np.hypot(np.maximum(radial, 0), np.maximum(axial, 0))
-        inside = np.minimum(np.maximum(radial, axial), 0)
-        best = np.minimum(best, np.min(outside + inside, 1))
+        poses = obstacles.cylinder_poses
+        rot = quat_wxyz_to_matrix(poses[:, :4])
+        d = cylinder_signed_distance(
+            flat, rot, poses[:, 4:], obstacles.cylinder_radii, obstacles.cylinder_half_heights
+        )
+        best = np.minimum(best, np.min(d, 1))
     return np.min((best - r).reshape(p_count, s_count), axis=1)
 
 
@@ -326,13 +270,6 @@ class SphereCheck:
                 )
                 own = min(own, float(gaps.min()))
         return world, own
-
-
-def dense(path: np.ndarray, samples: int) -> np.ndarray:
-    """Knots plus ``samples`` evenly spaced points inside every segment."""
-    f = np.arange(samples + 1) / (samples + 1)
-    inner = path[:-1, None] + f[None, :, None] * (path[1:] - path[:-1])[:, None]
-    return np.concatenate([inner.reshape(-1, path.shape[1]), path[-1:]])
 
 
 # --- the parts of the report -------------------------------------------------------------------
@@ -390,18 +327,10 @@ def timed(fn, repeats: int, budget: float) -> tuple[float, float, object]:
     """(first call's seconds, best later call's seconds, last result); the first call
     compiles. Later calls: up to ``repeats``, fewer when they would pass ``budget`` s."""
     start = time.perf_counter()
-    result = fn()
+    fn()
     first = time.perf_counter() - start
-    best = math.inf
-    spent = 0.0
-    for _ in range(repeats):
-        if best < math.inf and spent + best > budget:
-            break
-        start = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - start
-        best, spent = min(best, elapsed), spent + elapsed
-    return first, best, result
+    calls = time_calls(fn, min_repeats=repeats, max_repeats=repeats, max_seconds=budget)
+    return first, float(calls.wall.min()), calls.result
 
 
 def device_rows(report: Report) -> None:
@@ -499,7 +428,7 @@ def latency_rows(ctx: Context, report: Report) -> None:
             "latency",
             "IK single-target latency (pose_solver, one target per call)",
             size=f"{count:,} targets",
-            time=f"median {ms(float(np.median(seconds)))}, p95 {ms(float(np.percentile(seconds, 95)))}",
+            time=median_p95(seconds),
             rate=per_second(count, float(np.sum(seconds)), "targets"),
             success=fraction(int(success.sum()), count),
             verified=fraction(verified, int(success.sum())),
@@ -511,6 +440,8 @@ def _verify_plans(
     ctx, check: SphereCheck, results, goals, obstacles, samples, self_too=True
 ) -> int:
     """Reported successes that pass: goal 1 mm / 1 deg, limits, clearance >= 0 densely."""
+    import plan_check  # test/plan_check.py (imports pyroki_ros.robots: not at the top)
+
     ok = 0
     for result, goal in zip(results, goals):
         if not result.success:
@@ -518,7 +449,7 @@ def _verify_plans(
         path = np.asarray(result.path, np.float64)
         position, rotation = pose_errors(ctx.fk.poses(path[-1:], {TIP})[TIP], goal[None])
         inside = bool(np.all((path >= ctx.lower - 1e-9) & (path <= ctx.upper + 1e-9)))
-        world, own = check.worst(dense(path, samples), obstacles)
+        world, own = check.worst(plan_check.dense(path, samples), obstacles)
         if position[0] <= POS_TOL and rotation[0] <= ROT_TOL and inside and world >= 0:
             ok += int(own >= 0 or not self_too)
     return ok
@@ -535,47 +466,52 @@ def _plan_rows(
     worlds = [c[2] for c in cases] if world is None else [world] * len(cases)
     obstacle_sets = [c[3] for c in cases] if obstacles is None else [obstacles] * len(cases)
 
+    def each_timed(calls) -> tuple[float, list[float], list]:
+        """(first call's seconds, seconds of each call, results): the first call compiles, so
+        it runs once more for its time."""
+        first, seconds, results = None, [], []
+        for call in calls:
+            if first is None:
+                start = time.perf_counter()
+                call()
+                first = time.perf_counter() - start
+            start = time.perf_counter()
+            results.append(call())
+            seconds.append(time.perf_counter() - start)
+        return first, seconds, results
+
+    def verified_each(results) -> int:
+        return sum(
+            _verify_plans(ctx, check, [r], goals[i : i + 1], obstacle_sets[i], samples, self_too)
+            for i, r in enumerate(results)
+        )
+
     # plan: one pair per call (its fallbacks: other goal configurations, bent paths, ...)
     count = min(sizes.plans, len(cases)) if group == "plan" else len(cases)
-    first = None
-    seconds, results = [], []
-    for i in range(count):
-        start = time.perf_counter()
-        result = planner.plan(starts[i], [O.pose(TIP, goals[i])], world=worlds[i], num_steps=steps)
-        elapsed = time.perf_counter() - start
-        if first is None:  # compiles: not a plan time
-            first = elapsed
-            start = time.perf_counter()
-            result = planner.plan(
-                starts[i], [O.pose(TIP, goals[i])], world=worlds[i], num_steps=steps
-            )
-            elapsed = time.perf_counter() - start
-        seconds.append(elapsed)
-        results.append(result)
-    solved = sum(r.success for r in results)
-    verified = sum(
-        _verify_plans(ctx, check, [r], goals[i : i + 1], obstacle_sets[i], samples, self_too)
-        for i, r in enumerate(results)
+    first, seconds, results = each_timed(
+        lambda i=i: planner.plan(
+            starts[i], [O.pose(TIP, goals[i])], world=worlds[i], num_steps=steps
+        )
+        for i in range(count)
     )
+    solved = sum(r.success for r in results)
     report.add(
         Row(
             group,
             f"plan, {label}, one pair per call",
             size=f"{count} plans, T = {steps}",
-            time=f"median {ms(float(np.median(seconds)))}, p95 {ms(float(np.percentile(seconds, 95)))}",
+            time=median_p95(seconds),
             rate=per_second(count, float(np.sum(seconds)), "plans"),
             success=fraction(solved, count),
-            verified=fraction(verified, solved),
+            verified=fraction(verified_each(results), solved),
             note=f"first plan {ms(first)}",
         )
     )
 
     # plan_batch, batched: one vmapped solve, no fallbacks
     if world is None:  # a scene per problem: one call per problem
-        batch_seconds, batch_results = [], []
-        first = None
-        for i in range(count):
-            call = lambda i=i: planner.plan_batch(
+        first, batch_seconds, batch_results = each_timed(
+            lambda i=i: planner.plan_batch(
                 starts[i : i + 1],
                 goals[i : i + 1],
                 tip=TIP,
@@ -583,19 +519,10 @@ def _plan_rows(
                 num_steps=steps,
                 batched=True,
                 replan_failures=False,
-            )
-            if first is None:
-                start = time.perf_counter()
-                call()
-                first = time.perf_counter() - start
-            start = time.perf_counter()
-            batch_results += call()
-            batch_seconds.append(time.perf_counter() - start)
-        solved = sum(r.success for r in batch_results)
-        verified = sum(
-            _verify_plans(ctx, check, [r], goals[i : i + 1], obstacle_sets[i], samples, self_too)
-            for i, r in enumerate(batch_results)
+            )[0]
+            for i in range(count)
         )
+        solved = sum(r.success for r in batch_results)
         report.add(
             Row(
                 group,
@@ -604,7 +531,7 @@ def _plan_rows(
                 time=f"median {ms(float(np.median(batch_seconds)))}",
                 rate=per_second(count, float(np.sum(batch_seconds)), "plans"),
                 success=fraction(solved, count),
-                verified=fraction(verified, solved),
+                verified=fraction(verified_each(batch_results), solved),
                 note=f"each problem its own scene; first call {ms(first)}",
             )
         )
@@ -702,10 +629,8 @@ def mbm_rows(ctx: Context, report: Report) -> None:
     if reason:
         report.add(Row("mbm", "plan, MotionBenchMaker demo problems", note=f"skipped: {reason}"))
         return
-    import yaml
-
-    sys.path.insert(0, str(REPO / "test"))
     import mbm_problems as mp  # the one MotionBenchMaker loader (numpy + yaml, no rclpy)
+    import yaml
     from mbm_benchmark import to_world
 
     problems = [p for p in mp.load_problems(where / "demo_set.yaml")]
@@ -827,7 +752,6 @@ def sampler_rows(ctx: Context, report: Report) -> None:
 
 def machine_lines(args, sizes: Sizes, mode: str) -> list[str]:
     import jax
-    from common import cpu_model, git_rev, loadavg, version
 
     devs = jax.devices()
     plugins = ", ".join(
@@ -845,7 +769,7 @@ def machine_lines(args, sizes: Sizes, mode: str) -> list[str]:
         f"- date: {date:%Y-%m-%d %H:%M} UTC; commit {commit}",
         (
             f"- device: {devs[0].platform}, {len(devs)} x {devs[0].device_kind}; CPU "
-            f"{cpu_model()} ({os.cpu_count()} logical CPUs, load {loadavg()})"
+            f"{host()}, load {loadavg()}"
         ),
         f"- {', '.join(versions)}",
         (
@@ -867,20 +791,6 @@ def markdown(report: Report, header: list[str], command: str, seconds: float) ->
     lines.append("")
     lines += [f"- {note}" for note in report.notes]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def write_section(path: Path, key: str, title: str, body: str) -> None:
-    """Puts ``body`` between this key's markers in ``path`` (appended when absent)."""
-    begin, end = f"<!-- gpu-report:{key}:begin -->", f"<!-- gpu-report:{key}:end -->"
-    section = f"{begin}\n## {title}\n\n{body}{end}\n"
-    text = path.read_text() if path.is_file() else "# GPU report\n\n"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + section + rest.split(end, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def main(argv=None) -> int:
@@ -989,7 +899,13 @@ def main(argv=None) -> int:
         title = f"{platform_name.upper()}, {mode_name} sizes" + (
             f" ({', '.join(groups)})" if args.only else ""
         )
-        write_section(Path(out), key, title, text)
+        write_between_markers(
+            Path(out),
+            f"<!-- gpu-report:{key}:begin -->",
+            f"<!-- gpu-report:{key}:end -->",
+            f"## {title}\n\n{text}",
+            new_file="# GPU report\n",
+        )
         print(f"[gpu-report] written to {out} (section {key})")
     return 1 if ros else 0
 

@@ -29,14 +29,9 @@ import threading
 import time
 from pathlib import Path
 
+from common import REPO, git_rev, host, loadavg
+
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO / "test"))
-
-from common import cpu_model, git_rev, loadavg
 from node_benchmark import log
 
 GOAL_ANSWER_S = 2.0
@@ -519,7 +514,7 @@ def markdown(bench: Bench, command: str, date: str, loads: tuple[str, str], elap
         "",
         f"* Command: `{command}`",
         f"* Date: {date}; git commit {git_rev()}; run time {elapsed:.0f} s",
-        f"* Machine: {cpu_model()}, {os.cpu_count()} cores (shared: other jobs may run)",
+        f"* Machine: {host()} (shared: other jobs may run)",
         (
             f"* 1-minute load average: {loads[0].split()[0]} at the start, "
             f"{loads[1].split()[0]} at the end"

@@ -32,8 +32,6 @@ Extra requirements of the peers: bench/requirements-ik.txt.
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.metadata
 import json
 import math
 import os
@@ -48,10 +46,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from common import git_rev, machine
+from common import REPO, git_rev, loadavg, machine, utc_now, version
 
-REPO = Path(__file__).resolve().parent.parent
+import numpy as np
+
 POS_TOL = 1e-3  # m
 ROT_TOL = math.radians(1.0)  # rad
 LIMIT_SLACK = 1e-6  # rad or m: float32 copies of a limit may exceed the float64 value
@@ -134,28 +132,6 @@ def proc_status_kb(field: str) -> int:
     return -1
 
 
-def matrix_to_wxyz(rot: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z), w >= 0, of a rotation matrix (largest-pivot method)."""
-    m = rot
-    trace = m[0, 0] + m[1, 1] + m[2, 2]
-    candidates = (trace, m[0, 0], m[1, 1], m[2, 2])
-    pivot = int(np.argmax(candidates))
-    if pivot == 0:
-        s = 2.0 * math.sqrt(1.0 + trace)
-        q = (0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s)
-    elif pivot == 1:
-        s = 2.0 * math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2])
-        q = ((m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s)
-    elif pivot == 2:
-        s = 2.0 * math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2])
-        q = ((m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s)
-    else:
-        s = 2.0 * math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1])
-        q = ((m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s)
-    q = np.asarray(q) / np.linalg.norm(q)
-    return -q if q[0] < 0 else q
-
-
 def chain_only_urdf(urdf_path: str, base: str, tip: str) -> str:
     """The URDF reduced to the links and joints on the base->tip path (for ikpy, which follows
     the first child of each link and would otherwise walk past the tip into a finger)."""
@@ -174,13 +150,6 @@ def chain_only_urdf(urdf_path: str, base: str, tip: str) -> str:
     for joint in reversed(joints):
         out.append(joint)
     return ET.tostring(out, encoding="unicode")
-
-
-def version_of(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 class Skip(Exception):
@@ -246,7 +215,6 @@ def work_pyroki_ros(task: dict, mode: str) -> dict:
     import jax
 
     jax.config.update("jax_cpu_enable_async_dispatch", False)
-    sys.path.insert(0, str(REPO))
     from pyroki_ros import Robot
     from pyroki_ros import objectives as O
     from pyroki_ros.ik import IKSolver
@@ -721,6 +689,7 @@ class Problem:
 
 def make_problem(name: str, n: int, seed: int) -> Problem:
     import reference_fk as ref
+    from ik_reference import pose7
 
     spec = ROBOTS[name]
     path = str(REPO / spec.urdf)
@@ -742,7 +711,7 @@ def make_problem(name: str, n: int, seed: int) -> Problem:
     q_true = rng.uniform(lower, upper, size=(n, len(chain)))
     base_q = (lo_all + hi_all) / 2
     mats = np.stack([tip_pose(model, all_names, base_q, cols, q, spec.tip) for q in q_true])
-    wxyz_xyz = np.array([np.concatenate([matrix_to_wxyz(m[:3, :3]), m[:3, 3]]) for m in mats])
+    wxyz_xyz = pose7(mats)
     return Problem(
         name,
         spec,
@@ -936,7 +905,7 @@ def render(rows: list[dict], info: dict, args) -> str:
     lines = [
         "# IK benchmark: pyroki_ros and its peers",
         "",
-        f"- date: {info['date']} (UTC); duration {info['duration_s']:.0f} s",
+        f"- date: {info['date']}; duration {info['duration_s']:.0f} s",
         f"- command: `{info['command']}` (cwd: repository root)",
         (
             f"- machine: {info['machine']['cpu']}, {info['machine']['logical_cpus']} cores "
@@ -1109,17 +1078,14 @@ def main() -> int:
     for s in solvers:
         if s not in SOLVERS:
             parser.error(f"unknown solver {s!r}; known: {', '.join(SOLVERS)}")
-    sys.path.insert(0, str(REPO / "test"))
-
     start = time.time()
-    load_start = os.getloadavg()
     info = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+        "date": utc_now(),
         "command": "python3 " + shlex.join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]),
         "machine": machine(),
         "git": git_rev(),
-        "versions": {k: version_of(k) for k in VERSIONED},
-        "load_start": " ".join(f"{v:.2f}" for v in load_start),
+        "versions": {k: version(k, missing=None) for k in VERSIONED},
+        "load_start": loadavg(),
     }
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ik-bench-"))
     rows = []
@@ -1154,10 +1120,10 @@ def main() -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    load_end = os.getloadavg()
+    info.update(load_end=loadavg())
     info.update(
-        load_end=" ".join(f"{v:.2f}" for v in load_end),
-        busy=max(load_start[0], load_end[0]) > 0.5 * (os.cpu_count() or 1),
+        busy=max(float(info[k].split()[0]) for k in ("load_start", "load_end"))
+        > 0.5 * (os.cpu_count() or 1),
         duration_s=time.time() - start,
     )
     report = render(rows, info, args)

@@ -6,6 +6,8 @@ python bench/ik_lanes.py 8 16 32 64
 import sys
 import time
 
+from common import time_calls
+
 import jax
 import numpy as np
 
@@ -27,11 +29,12 @@ for lanes in [int(x) for x in sys.argv[1:]] or (8, 16, 32, 64, 128):
     c = time.process_time()
     solver.solve(O.pose("panda_hand", T), active_joints=arm)
     comp = time.process_time() - c
-    ts = []
-    for _ in range(7):
-        c = time.perf_counter()
-        r = solver.solve(O.pose("panda_hand", T), active_joints=arm)
-        ts.append(time.perf_counter() - c)
+    calls = time_calls(
+        lambda solver=solver: solver.solve(O.pose("panda_hand", T), active_joints=arm),
+        min_repeats=7,
+        max_repeats=7,
+    )
+    ts, r = calls.wall, calls.result
     print(
         f"lanes={lanes}: compile+1st cpu {comp:.2f}s, best {1000 / min(ts):.0f} median {1000 / np.median(ts):.0f} targets/s, success {r.success.mean():.4f}",
         flush=True,

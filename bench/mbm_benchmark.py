@@ -38,27 +38,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import inspect
 import json
 import math
-import os
-import platform
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO / "test"))
+from common import REPO, git_rev, loadavg, machine_line, utc_now
 
 import mbm_check as mc
 import mbm_problems as mp
-from common import cpu_model, git_rev, loadavg, version
+import numpy as np
 
 DEFAULT_SETS = (mp.DEMO_SET, mp.GENERATED_SET)
 DEFAULT_MARKDOWN = REPO / "docs" / "benchmarks" / "mbm.md"
@@ -370,7 +363,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no problems selected")
 
     load_start = loadavg()
-    import jax
 
     planner = make_planner()
     first_label, first = chosen[0]
@@ -399,11 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     total = summarize(results)
     argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
     meta = {
-        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-        "machine": (
-            f"{cpu_model()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}, Python "
-            f"{platform.python_version()}, jax {version('jax')}"
-        ),
+        "date": utc_now(),
+        "machine": machine_line(),
         "commit": git_rev(),
         "command": f".venv/bin/python bench/mbm_benchmark.py {argv_text}".strip(),
         "steps": args.steps,

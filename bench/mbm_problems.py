@@ -42,13 +42,11 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
-import yaml
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "test"))
+import common  # noqa: F401 -- puts test/ (mbm_check, reference_fk) on sys.path
 
 import mbm_check as mc
+import numpy as np
+import yaml
 from mbm_check import Cuboid, Cylinder
 from reference_fk import quat_wxyz_to_matrix, rpy_to_matrix, so3_log
 

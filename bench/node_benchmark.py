@@ -23,7 +23,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import platform
 import shlex
 import signal
@@ -34,13 +33,9 @@ import threading
 import time
 from pathlib import Path
 
+from common import git_rev, host, loadavg, stats_ms, version
+
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "test"))
-
-from common import cpu_model, git_rev, loadavg, pct, stats_ms, version  # noqa: F401
 
 TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 TRIGGER_NODE = "bench_trigger_server"
@@ -540,10 +535,7 @@ def markdown(bench: Bench, command: str, date: str, elapsed: float, error: str |
         "|---|---|",
         f"| Command | `{command}` |",
         f"| Date | {date} (run took {elapsed:.0f} s) |",
-        (
-            f"| Machine | {cpu_model()}, {os.cpu_count()} logical cores, {platform.system()} "
-            f"{platform.release()} |"
-        ),
+        (f"| Machine | {host()}, {platform.system()} {platform.release()} |"),
         f"| Load average (1/5/15 min) | start {loads.get('start')}, end {loads.get('end', 'n/a')} |",
         f"| Python | {platform.python_version()} |",
         (

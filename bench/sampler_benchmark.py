@@ -28,12 +28,13 @@ Examples (repository root)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
-import os
-import platform
 import time
 from pathlib import Path
+
+from common import REPO, loadavg, machine_line, time_calls
 
 import jax
 import numpy as np
@@ -45,7 +46,6 @@ from pyroki_ros.sampler import IKSampler, TrainConfig, train
 from pyroki_ros.sampler.core import tip_pose
 from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
 
-REPO = Path(__file__).resolve().parent.parent
 ROBOTS = {  # name: (URDF, tip)
     "panda": (str(urdf_path("panda")), "panda_hand_tcp"),
     "arm4": (str(REPO / "bench/robots/arm4.urdf"), "tool"),
@@ -71,12 +71,8 @@ def clusters(q: np.ndarray, threshold: float = 0.5) -> int:
     return len(centers)
 
 
-def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) -> dict:
-    chain = list(sampler.spec.chain)
-    q = sampler.sample(targets, k, seed=1, temperature=temperature)
-    pos, rot = sampler.errors(targets[:, None], q)
-    accurate = pos < 0.1
-    n_clusters = [clusters(q[i][accurate[i]][:, chain]) for i in range(len(targets))]
+def error_stats(pos: np.ndarray, rot: np.ndarray) -> dict:
+    """Position (m) and orientation (rad) errors of samples: means, medians, shares within."""
     return {
         "pos_mean_cm": 100 * float(pos.mean()),
         "pos_median_cm": 100 * float(np.median(pos)),
@@ -85,6 +81,17 @@ def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) 
         "rot_mean_deg": math.degrees(float(rot.mean())),
         "rot_median_deg": math.degrees(float(np.median(rot))),
         "rot_within_10deg": 100 * float((rot < math.radians(10)).mean()),
+    }
+
+
+def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) -> dict:
+    chain = list(sampler.spec.chain)
+    q = sampler.sample(targets, k, seed=1, temperature=temperature)
+    pos, rot = sampler.errors(targets[:, None], q)
+    accurate = pos < 0.1
+    n_clusters = [clusters(q[i][accurate[i]][:, chain]) for i in range(len(targets))]
+    return {
+        **error_stats(pos, rot),
         "spread_rad": float(q[..., chain].std(axis=1).mean()),
         "clusters": float(np.mean(n_clusters)),
     }
@@ -93,10 +100,11 @@ def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) 
 def throughput(sampler: IKSampler, targets, k: int) -> float:
     batch = np.resize(targets, (1000, targets.shape[-1]))
     sampler.sample(batch, k)  # compile
-    start = time.perf_counter()
-    for i in range(3):
-        sampler.sample(batch, k, seed=i)
-    return 3 * 1000 * k / (time.perf_counter() - start)
+    seeds = itertools.count()
+    calls = time_calls(
+        lambda: sampler.sample(batch, k, seed=next(seeds)), min_repeats=3, max_repeats=3
+    )
+    return len(calls.wall) * 1000 * k / float(calls.wall.sum())
 
 
 def solver_stats(sampler: IKSampler, targets, k: int, n: int) -> dict:
@@ -150,8 +158,7 @@ def main() -> None:
 
     results = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{jax.devices()[0].platform}, load average at start {os.getloadavg()[0]:.2f}",
+        "machine": f"{machine_line()}, load average at start {loadavg()}",
         "args": vars(args),
         "robots": {},
     }
@@ -194,16 +201,7 @@ def main() -> None:
             "samples_per_s": throughput(sampler, targets, args.k),
         }
         best, _ = best_samples(sampler, targets, args.k, seed=1)
-        pos, rot = sampler.errors(targets, best)
-        row["best_of_k"] = {
-            "pos_mean_cm": 100 * float(pos.mean()),
-            "pos_median_cm": 100 * float(np.median(pos)),
-            "within_1cm": 100 * float((pos < 0.01).mean()),
-            "within_10cm": 100 * float((pos < 0.1).mean()),
-            "rot_mean_deg": math.degrees(float(rot.mean())),
-            "rot_median_deg": math.degrees(float(np.median(rot))),
-            "rot_within_10deg": 100 * float((rot < math.radians(10)).mean()),
-        }
+        row["best_of_k"] = error_stats(*sampler.errors(targets, best))
         row["solver"] = solver_stats(sampler, targets, args.k, args.solver_targets)
         results["robots"][name] = row
         print(json.dumps({name: row}, indent=1), flush=True)

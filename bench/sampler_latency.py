@@ -19,11 +19,11 @@ Example (repository root)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import platform
-import time
 
-import jax
+from common import machine_line, stats_ms, time_calls
+
 import numpy as np
 from sampler_benchmark import targets_for  # same targets as the benchmark (bench/ on sys.path)
 
@@ -37,18 +37,10 @@ from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
 def timings(run, targets, calls: int) -> dict:
     for t in targets[:3]:
         run(t)  # compile and warm
-    seconds = []
-    for i in range(calls):
-        t = targets[i % len(targets)]
-        start = time.perf_counter()
-        run(t)
-        seconds.append(time.perf_counter() - start)
-    seconds = np.asarray(seconds) * 1e3
-    return {
-        "min_ms": float(seconds.min()),
-        "median_ms": float(np.median(seconds)),
-        "p95_ms": float(np.percentile(seconds, 95)),
-    }
+    cycle = itertools.cycle(targets)
+    seconds = time_calls(lambda: run(next(cycle)), min_repeats=calls, max_repeats=calls).wall
+    stats = stats_ms(seconds)
+    return {"min_ms": 1e3 * float(seconds.min()), "median_ms": stats["p50"], "p95_ms": stats["p95"]}
 
 
 def main() -> None:
@@ -92,7 +84,7 @@ def main() -> None:
         ),
     }
     results = {
-        "machine": f"{platform.processor() or platform.machine()}, {jax.devices()[0].platform}",
+        "machine": machine_line(),
         "args": vars(args),
         "mode": sampler.spec.mode,
     }

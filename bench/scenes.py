@@ -1,9 +1,11 @@
 """Planning scenes: random obstacle sets and feasible start/goal pairs among them.
 
-Used by the trajectory benchmark, the tests and the demo. A pair is feasible when both
-configurations keep at least ``clearance`` from every obstacle and between the robot's own
-non-ignored sphere pairs (per the robot's sphere model). Whether a path between them exists is
-not known in advance; with obstacles placed away from the start and goal it almost always does.
+Used by the benchmarks (trajopt_benchmark.py, gpu_report.py) and the tests (test_trajopt.py,
+test_node_planning.py; pytest.ini puts bench/ on sys.path); not part of the package. A pair is
+feasible when both configurations keep at least ``clearance`` from every obstacle and between
+the robot's own non-ignored sphere pairs (per the robot's sphere model). Whether a path between
+them exists is not known in advance; with obstacles placed away from the start and goal it
+almost always does.
 """
 
 from __future__ import annotations

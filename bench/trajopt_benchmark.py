@@ -35,19 +35,16 @@ Usage (repository root)::
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+from common import machine_line, utc_now
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "test"))
+import numpy as np
 
 
 def independent_check(model, check, path, case, obstacles) -> tuple[bool, str]:
@@ -138,7 +135,7 @@ def run_batch(args, robot, spheres, model, check, world, cases, obstacles) -> di
         },
         "load_average": {"start": load_start[0], "end": os.getloadavg()[0]},
         "niceness": os.nice(0),
-        "measured": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        "measured": utc_now(),
     }
 
 
@@ -212,7 +209,6 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    import jax
     import plan_check as check
     import scenes
 
@@ -279,10 +275,7 @@ def main() -> int:
         batch = run_batch(args, robot, spheres, model, check, world, cases, obstacles)
         print(json.dumps(batch), flush=True)
 
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{jax.devices()[0].platform}, Python {platform.python_version()}, jax {jax.__version__}"
-    )
+    machine = machine_line()
     command = "bench/trajopt_benchmark.py " + " ".join(sys.argv[1:])
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "batch": batch, "machine": machine}))
@@ -303,7 +296,7 @@ def main() -> int:
         lines = [
             "# Trajectory optimisation benchmark",
             "",
-            f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC on {machine}.",
+            f"Measured {utc_now()} on {machine}.",
             f"Command: `.venv/bin/python {command}`",
             "",
             (

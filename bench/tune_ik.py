@@ -1,7 +1,7 @@
 """Iteration counts of the IK solver for damping / restart settings (load-independent).
 
 Iterations, not seconds: the numbers do not depend on what else the machine is doing, so
-this is how the defaults in pyroki_ros/ik.py were chosen.
+this is how the defaults in pyroki_ros/ik/lm.py were chosen.
 
     python bench/tune_ik.py [--robot panda --tip panda_hand] [--targets 1000]
     python bench/tune_ik.py --orientation-weights   # the pose objective's default weight
@@ -16,6 +16,7 @@ import numpy as np
 
 from pyroki_ros import Robot, ik
 from pyroki_ros import objectives as O
+from pyroki_ros.ik import lm
 from pyroki_ros.model.kinematics import forward_kinematics
 from pyroki_ros.robots import urdf_path
 
@@ -49,7 +50,7 @@ def main() -> None:
     for start, (down, up), per_restart in itertools.product(
         (0.01, 0.1, 0.3, 1.0), ((0.25, 4.0), (0.35, 3.0), (0.5, 2.0)), (10, 15, 20)
     ):
-        ik._DAMPING_START, ik._DAMPING_DOWN, ik._DAMPING_UP = start, down, up
+        lm._DAMPING_START, lm._DAMPING_DOWN, lm._DAMPING_UP = start, down, up
         solver = ik.IKSolver(robot)  # new programs: the constants are read when tracing
         r = solver.solve(
             O.pose(args.tip, targets), active_joints=arm, iterations_per_restart=per_restart

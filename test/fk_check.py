@@ -8,12 +8,7 @@ subprocess. The asserting is done by the test files.
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import reference_fk as ref
 from robot_cases import ROBOT_PATHS
 

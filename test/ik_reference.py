@@ -7,12 +7,7 @@ solver's kinematics or residuals cannot hide itself.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_fk import (
     actuated_joint_limits,
     actuated_joint_names,

@@ -36,20 +36,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import batched_reference
 import numpy as np
 import yaml
-from reference_fk import (
-    MOVABLE,
-    actuated_joint_limits,
-    actuated_joint_names,
-    joint_origin,
-    make_transform,
-    parse_urdf,
-    pose_errors,
-    quat_wxyz_to_matrix,
-    reference_fk,
-    topological_links,
-)
+from batched_reference import box_signed_distance, cylinder_signed_distance
+from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix, reference_fk
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "test" / "data" / "mbm"
@@ -163,120 +154,27 @@ class Scene:
         return np.concatenate([box, cyl], axis=-1) - radii[..., None]
 
 
-def box_signed_distance(points, rot, pos, half) -> np.ndarray:
-    """(..., Nb) exact signed distance of ``points`` (..., 3) to oriented boxes ``rot``
-    (Nb, 3, 3), ``pos`` (Nb, 3), ``half`` (Nb, 3) half extents; negative inside."""
-    # Box frame: p_local = R^T (p - c).
-    local = np.einsum("nji,...nj->...ni", rot, np.asarray(points)[..., None, :] - pos)
-    excess = np.abs(local) - half  # > 0 along the axes where the point is outside the slab
-    outside = np.linalg.norm(np.maximum(excess, 0.0), axis=-1)
-    inside = np.minimum(np.max(excess, axis=-1), 0.0)  # minus the depth to the nearest face
-    return outside + inside
-
-
-def cylinder_signed_distance(points, rot, pos, radius, half_height) -> np.ndarray:
-    """(..., Nc) exact signed distance of ``points`` (..., 3) to finite cylinders along
-    their local z: ``rot`` (Nc, 3, 3), ``pos`` (Nc, 3), ``radius`` (Nc,), ``half_height``
-    (Nc,); negative inside. Flat caps with sharp rims (not a capsule)."""
-    local = np.einsum("nji,...nj->...ni", rot, np.asarray(points)[..., None, :] - pos)
-    radial = np.hypot(local[..., 0], local[..., 1]) - radius
-    axial = np.abs(local[..., 2]) - half_height
-    outside = np.hypot(np.maximum(radial, 0.0), np.maximum(axial, 0.0))
-    inside = np.minimum(np.maximum(radial, axial), 0.0)
-    return outside + inside
-
-
 # --------------------------------------------------------------------------------------------
-# Batched forward kinematics (built from reference_fk's parse; checked against it in tests)
+# Batched forward kinematics (test/batched_reference.py), taking the arm's 7 joints alone too
 # --------------------------------------------------------------------------------------------
 
 
-class Chain:
-    """Batched float64 FK and link Jacobians of a URDF tree from :mod:`reference_fk`'s
-    parse: the same conventions, one Rodrigues rotation per joint for a whole batch."""
+class Chain(batched_reference.Chain):
+    """:class:`batched_reference.Chain` of the Panda: configurations of its 8 actuated joints
+    or of the 7 arm joints alone (the fingers then at ``FINGER_OPEN``)."""
 
     def __init__(self, urdf_path: Path = PANDA_URDF_PATH):
-        self.model = parse_urdf(Path(urdf_path))
-        self.joint_names = tuple(actuated_joint_names(self.model))
-        lower, upper = actuated_joint_limits(self.model)
-        self.lower, self.upper = np.asarray(lower), np.asarray(upper)
-        self.links = tuple(topological_links(self.model))
-        by_child = self.model.joint_by_child
-        index = {n: i for i, n in enumerate(self.joint_names)}
-        by_name = self.model.joint_by_name
-        self._steps = []  # (link, parent, origin 4x4, type, axis, column, multiplier, offset)
-        for link in self.links[1:]:
-            j = by_child[link]
-            column, mult, off = -1, 1.0, 0.0
-            if j.type in MOVABLE:
-                source = j
-                while source.mimic is not None:  # resolve mimic chains to an actuated joint
-                    m = source.mimic  # v = mult * (m1 * v_src + o1) + off
-                    mult, off = mult * m[1], off + mult * m[2]
-                    source = by_name[m[0]]
-                column = index[source.name]
-            self._steps.append((link, j.parent, joint_origin(j), j.type, j.axis, column, mult, off))
+        super().__init__(Path(urdf_path))
 
     def full(self, q: np.ndarray) -> np.ndarray:
         """(..., n) actuated values from (..., 7) arm values (fingers at ``FINGER_OPEN``) or
         (..., n) as they are."""
         q = np.asarray(q, np.float64)
         n = len(self.joint_names)
-        if q.shape[-1] == n:
-            return q
-        if q.shape[-1] == len(ARM_JOINTS) and self.joint_names[:7] == ARM_JOINTS:
+        if q.shape[-1] == len(ARM_JOINTS) < n and self.joint_names[:7] == ARM_JOINTS:
             fingers = np.full((*q.shape[:-1], n - 7), FINGER_OPEN)
             return np.concatenate([q, fingers], axis=-1)
-        raise ValueError(f"configurations need {n} (or 7 arm) values, got {q.shape[-1]}")
-
-    def poses(self, q: np.ndarray) -> dict[str, np.ndarray]:
-        """{link: (B, 4, 4)} root-frame poses for configurations ``q`` (B, 7 or n)."""
-        q = self.full(np.atleast_2d(q))
-        batch = q.shape[0]
-        out = {self.links[0]: np.broadcast_to(np.eye(4), (batch, 4, 4))}
-        for link, parent, origin, jtype, axis, column, mult, off in self._steps:
-            t = out[parent] @ origin
-            if column >= 0:
-                value = mult * q[:, column] + off
-                motion = np.broadcast_to(np.eye(4), (batch, 4, 4)).copy()
-                if jtype == "prismatic":
-                    motion[:, :3, 3] = value[:, None] * axis
-                else:
-                    k = _skew(axis)
-                    s, c = np.sin(value)[:, None, None], np.cos(value)[:, None, None]
-                    motion[:, :3, :3] = np.eye(3) + s * k + (1.0 - c) * (k @ k)
-                t = t @ motion
-            out[link] = t
-        return out
-
-    def jacobian(self, q: np.ndarray, link: str) -> tuple[np.ndarray, np.ndarray]:
-        """(pose (B, 4, 4), geometric Jacobian (B, 6, n)) of ``link``: rows linear velocity
-        of the link origin then angular velocity, root frame."""
-        q = self.full(np.atleast_2d(q))
-        poses = self.poses(q)
-        target = poses[link]
-        jac = np.zeros((q.shape[0], 6, len(self.joint_names)))
-        ancestors, cur = set(), link
-        by_child = self.model.joint_by_child
-        while cur in by_child:
-            ancestors.add(by_child[cur].child)
-            cur = by_child[cur].parent
-        for child, parent, origin, jtype, axis, column, mult, _ in self._steps:
-            if column < 0 or child not in ancestors:
-                continue
-            frame = poses[parent] @ origin  # joint frame; its axis is unchanged by the motion
-            z = frame[:, :3, :3] @ axis
-            if jtype == "prismatic":
-                jac[:, :3, column] += mult * z
-            else:
-                jac[:, :3, column] += mult * np.cross(z, target[:, :3, 3] - frame[:, :3, 3])
-                jac[:, 3:, column] += mult * z
-        return target, jac
-
-
-def _skew(w: np.ndarray) -> np.ndarray:
-    x, y, z = w
-    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+        return super().full(q)
 
 
 # --------------------------------------------------------------------------------------------

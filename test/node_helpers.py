@@ -1,16 +1,19 @@
-"""Shared by the test_node_*.py files: an independent rotation -> quaternion conversion and
-pose messages (numpy only, not the node's own conversions), and the node under test started
-as a subprocess with a compile cache shared by the whole test run."""
+"""Shared by the test_node_*.py files: the Panda they publish (read by the independent
+reference), pose messages from transforms (ik_reference's rotation -> quaternion in ROS order,
+not the node's own conversions), and the node under test started as a subprocess with a
+compile cache shared by the whole test run."""
 
 from __future__ import annotations
 
-import math
+import contextlib
 import pathlib
+from collections.abc import Iterator
 
 import numpy as np
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
 from harness import IsolatedNode
+from ik_reference import matrix_to_wxyz
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -33,17 +36,8 @@ LATCHED = QoSProfile(
 
 
 def matrix_to_xyzw(rot: np.ndarray) -> tuple[float, float, float, float]:
-    """Unit quaternion (ROS order x, y, z, w) of a rotation matrix."""
-    w = math.sqrt(max(0.0, 1 + rot[0, 0] + rot[1, 1] + rot[2, 2])) / 2
-    x = math.copysign(
-        math.sqrt(max(0.0, 1 + rot[0, 0] - rot[1, 1] - rot[2, 2])) / 2, rot[2, 1] - rot[1, 2]
-    )
-    y = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] + rot[1, 1] - rot[2, 2])) / 2, rot[0, 2] - rot[2, 0]
-    )
-    z = math.copysign(
-        math.sqrt(max(0.0, 1 - rot[0, 0] - rot[1, 1] + rot[2, 2])) / 2, rot[1, 0] - rot[0, 1]
-    )
+    """Unit quaternion (ROS order x, y, z, w) of a rotation matrix (ik_reference's)."""
+    w, x, y, z = (float(v) for v in matrix_to_wxyz(rot))
     return x, y, z, w
 
 
@@ -87,3 +81,29 @@ def publish_robot(session, urdf: str, names: list[str], positions: list[float]):
     states = session.create_publisher(JointState, "/joint_states", 10)
     session.create_timer(0.05, lambda: states.publish(JointState(name=names, position=positions)))
     return description
+
+
+@contextlib.contextmanager
+def panda_node(
+    tmp_path_factory,
+    name: str,
+    *,
+    state=STATE,
+    mimic: bool = True,
+    ready_joint: str | None = None,
+    **options,
+) -> Iterator[IsolatedNode]:
+    """:func:`start_node` (``options`` passed on) with this Panda published: its URDF on
+    robot_description and ``state`` on /joint_states (with the mimic finger joint too, as real
+    drivers send, when ``mimic``); entered once the node answers ~/compute_fk for panda_hand
+    (``ready_joint``: with an explicit state, needing no /joint_states). Closed on exit."""
+    env = start_node(tmp_path_factory, name, **options)
+    try:
+        names, positions = list(JOINTS), [float(v) for v in state]
+        if mimic:
+            names, positions = [*names, "panda_finger_joint2"], [*positions, positions[-1]]
+        publish_robot(env.session.node, URDF, names, positions)
+        env.wait_ready("panda_hand", joint=ready_joint)
+        yield env
+    finally:
+        env.close()

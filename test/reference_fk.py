@@ -288,14 +288,16 @@ def make_transform(rot: np.ndarray, trans: Sequence[float]) -> np.ndarray:
 
 
 def quat_wxyz_to_matrix(wxyz: Sequence[float]) -> np.ndarray:
-    """Rotation matrix of a (normalized here) quaternion ``(w, x, y, z)``."""
-    w, x, y, z = np.asarray(wxyz, dtype=np.float64) / np.linalg.norm(wxyz)
-    return np.array(
+    """Rotation matrix (..., 3, 3) of (normalized here) quaternions ``(w, x, y, z)`` (..., 4)."""
+    q = np.asarray(wxyz, dtype=np.float64)
+    w, x, y, z = np.moveaxis(q / np.linalg.norm(q, axis=-1, keepdims=True), -1, 0)
+    return np.stack(
         [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
     )
 
 

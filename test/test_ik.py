@@ -726,10 +726,10 @@ def _invalid_cases():
 @pytest.mark.parametrize("make, options, match", _invalid_cases())
 def test_invalid_input_raises_value_error(panda, make, options, match):
     """Raised at construction or at solve, before anything is compiled."""
-    programs = dict(panda.solver._programs)
+    programs = panda.solver.compiled_programs
     with pytest.raises(ValueError, match=match):
         panda.solver.solve(make(), **options)
-    assert panda.solver._programs.keys() == programs.keys()
+    assert panda.solver.compiled_programs == programs
 
 
 def test_invalid_input_to_residual_and_jacobian(panda):
@@ -750,10 +750,9 @@ def _pose_problems(panda, count, rng_seed):
     return hand_poses(panda, q_star)
 
 
-def compiled(solver) -> tuple[int, int]:
-    """(programs the solver keeps, compiled executables behind them: jit cache entries)."""
-    programs = list(solver._programs.values())
-    return len(programs), sum(p._cache_size() for p in programs)
+def compiled(solver) -> int:
+    """Programs the solver has compiled (its public count)."""
+    return solver.compiled_programs
 
 
 def test_batches_in_one_bucket_share_one_program(panda):

@@ -460,10 +460,11 @@ def test_vmap_matches_batch(name, request):
 
 
 def test_robot_is_a_pytree(toys):
-    # The robot's arrays are leaves: stack two robots and vmap over them.
+    # The robot's arrays are leaves: stack two robots and vmap over them. (Position limits are
+    # static metadata, JointLimits: per-solve limits reach the solver as arrays instead.)
     stacked = jax.tree_util.tree_map(lambda x: jnp.stack([x, 2 * x]), toys.robot)
-    lowers = jax.vmap(lambda r: r.lower)(stacked)
-    np.testing.assert_allclose(lowers[1], 2 * np.asarray(toys.robot.lower))
+    offsets = jax.vmap(lambda r: r.origins[:, 4:])(stacked)
+    np.testing.assert_allclose(offsets[1], 2 * np.asarray(toys.robot.origins[:, 4:]))
 
 
 def test_grad_is_finite_and_matches_finite_differences():

@@ -8,16 +8,12 @@ it, and that it stays small. Planner success is not asserted here (yet)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
-import numpy as np
-import pytest
-import yaml
-
-REPO = Path(__file__).resolve().parents[1]
 
 import mbm_check as mc
 import mbm_problems as mp
+import numpy as np
+import pytest
+import yaml
 
 FAMILIES = (
     "bookshelf_small",

@@ -10,7 +10,6 @@ size by bench/hostile_input.py.
 from __future__ import annotations
 
 import math
-import pathlib
 import threading
 import time
 
@@ -19,7 +18,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, PoseStamped
@@ -30,6 +28,7 @@ from node_helpers import (
     STATE,
     UPPER,
     URDF,
+    panda_node,
     pose_stamped,
     publish_robot,
     start_node,
@@ -86,13 +85,8 @@ def hand_objective(q=STATE, kind=IKObjective.POSE, link="panda_hand") -> IKObjec
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    env = start_node(tmp_path_factory, "test_node_hostile", params=LIMITS)
-    try:
-        publish_robot(env.session.node, URDF, [*JOINTS, "panda_finger_joint2"], [*STATE, 0.02])
-        env.wait_ready("panda_hand")
+    with panda_node(tmp_path_factory, "test_node_hostile", params=LIMITS) as env:
         yield env
-    finally:
-        env.close()
 
 
 def good_fk_seconds(node) -> float:

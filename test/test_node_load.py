@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import pathlib
 import threading
 import time
 
@@ -19,21 +18,10 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
 from harness import NODE
-from node_helpers import (
-    JOINTS,
-    LOWER,
-    MODEL,
-    STATE,
-    UPPER,
-    URDF,
-    pose_stamped,
-    publish_robot,
-    start_node,
-)
+from node_helpers import JOINTS, LOWER, MODEL, UPPER, panda_node, pose_stamped
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import SolveIK
 
@@ -49,13 +37,10 @@ def request_for(target: np.ndarray) -> SolveIK.Request:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    env = start_node(tmp_path_factory, "test_node_load")
-    try:
-        publish_robot(env.session.node, URDF, list(JOINTS), STATE.tolist())
-        env.wait_ready("panda_hand", joint="panda_joint1")
+    with panda_node(
+        tmp_path_factory, "test_node_load", mimic=False, ready_joint="panda_joint1"
+    ) as env:
         yield env
-    finally:
-        env.close()
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ pytest.importorskip("visualization_msgs", reason="visualization_msgs not install
 
 import plan_check as check
 from geometry_msgs.msg import PoseStamped
-from node_helpers import pose_stamped, publish_robot, start_node
+from node_helpers import panda_node, pose_stamped
 from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective
 from pyroki_ros.srv import ApplyPlanningScene, PlanTrajectory, SolveIK
 from reference_fk import make_transform, quat_wxyz_to_matrix, reference_fk, rot_x, rot_z
@@ -38,11 +38,8 @@ STATE = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    env = start_node(tmp_path_factory, "test_node_markers")
-    try:
+    with panda_node(tmp_path_factory, "test_node_markers", state=STATE) as env:
         session = env.session.node
-        publish_robot(session, check.PANDA_URDF, [*JOINTS, "panda_finger_joint2"], [*STATE, 0.02])
-        env.wait_ready("panda_hand")
         env.markers = []
         lock = threading.Lock()
 
@@ -53,8 +50,6 @@ def node(tmp_path_factory):
         session.create_subscription(MarkerArray, f"{NODE}/markers", record, markers.QOS)
         env.goal_pose = session.create_publisher(PoseStamped, f"{NODE}/goal_pose", 10)
         yield env
-    finally:
-        env.close()
 
 
 def by_ns(message: MarkerArray) -> dict[str, list[Marker]]:

@@ -7,7 +7,6 @@ keeps serving."""
 from __future__ import annotations
 
 import math
-import pathlib
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -17,13 +16,12 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import collision_reference
 import plan_check as check
 import scenes  # bench/scenes.py: random planning scenes
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, Pose, PoseStamped
-from node_helpers import pose_stamped, publish_robot, start_node
+from node_helpers import panda_node, pose_stamped
 from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective, Keypoints
 from pyroki_ros.srv import ApplyPlanningScene, PlanTrajectory, RetargetMotion
 from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
@@ -51,11 +49,9 @@ URDF_VELOCITY = np.array(
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    env = start_node(tmp_path_factory, "test_node_planning", params=("allow_execute:=true",))
-    try:
-        names = [*JOINTS, "panda_finger_joint2"]
-        publish_robot(env.session.node, check.PANDA_URDF, names, [*STATE, STATE[-1]])
-        env.wait_ready("panda_hand")
+    with panda_node(
+        tmp_path_factory, "test_node_planning", state=STATE, params=("allow_execute:=true",)
+    ) as env:
         env.trajectories = []
         lock = threading.Lock()
 
@@ -65,8 +61,6 @@ def node(tmp_path_factory):
 
         env.session.node.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, record, 10)
         yield env
-    finally:
-        env.close()
 
 
 def joint_state(q) -> JointState:

@@ -10,7 +10,6 @@ FK. No /joint_states is published here (NO_JOINT_STATE).
 from __future__ import annotations
 
 import math
-import pathlib
 import threading
 
 import numpy as np
@@ -18,7 +17,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
 from harness import wait_until

@@ -16,7 +16,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import plan_check as check
 from harness import IsolatedNode
 from node_helpers import CONFIG, pose_stamped, publish_robot

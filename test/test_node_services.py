@@ -10,7 +10,6 @@ a JAX compilation cache under pytest's tmp folder.
 from __future__ import annotations
 
 import math
-import pathlib
 import time
 
 import numpy as np
@@ -18,20 +17,8 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import reference_fk as ref
-from node_helpers import (
-    CONFIG,
-    JOINTS,
-    LOWER,
-    MODEL,
-    STATE,
-    UPPER,
-    URDF,
-    pose_stamped,
-    publish_robot,
-    start_node,
-)
+from node_helpers import CONFIG, JOINTS, LOWER, MODEL, STATE, UPPER, panda_node, pose_stamped
 from pyroki_ros.msg import ErrorCode, IKObjective
 from pyroki_ros.srv import ComputeFK, SolveIK, SolveIKBatch
 from sensor_msgs.msg import JointState
@@ -87,16 +74,12 @@ def assert_within_limits(q):
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    env = start_node(
+    with panda_node(
         tmp_path_factory,
         "test_node_services",
         warmup_batch_sizes="[16]",
         params=(f"fixed_frames:={CAMERA_PARAMETER}",),
-    )
-    try:
-        names = [*JOINTS, "panda_finger_joint2"]  # a mimic joint too, as real drivers send
-        publish_robot(env.session.node, URDF, names, [*STATE.tolist(), float(STATE[-1])])
-        env.wait_ready("panda_hand")
+    ) as env:
         # /joint_states arrived when an FK without robot_state answers with STATE.
         deadline = time.monotonic() + 60
         while True:
@@ -108,8 +91,6 @@ def node(tmp_path_factory):
             assert time.monotonic() < deadline, response.message
             time.sleep(0.1)
         yield env
-    finally:
-        env.close()
 
 
 def solve(node, objectives, **fields) -> SolveIK.Response:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import pathlib
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -20,7 +19,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 import reference_fk as ref
 from geometry_msgs.msg import PoseStamped
 from harness import NODE, wait_until

@@ -100,8 +100,13 @@ def test_solve_ik_fields():
         "orientation_tolerance",
         "max_restarts",
         "timeout",
+        "limit_joints",
+        "limit_lower",
+        "limit_upper",
+        "avoid_collisions",
     }
     assert req.max_restarts == -1  # node default
+    assert _fields(psrv.SolveIK.Request)["limit_lower"] == "sequence<double>"
     assert _fields(psrv.SolveIK.Request)["seed"] == "sensor_msgs/JointState"
     assert _fields(psrv.SolveIK.Request)["timeout"] == "builtin_interfaces/Duration"
     assert _fields(psrv.SolveIK.Response) == {

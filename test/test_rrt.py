@@ -8,14 +8,11 @@ MotionBenchMaker problem that the local attempts alone did not (test/mbm_check.p
 from __future__ import annotations
 
 import itertools
-import pathlib
 import time
 
 import numpy as np
-import pytest
-
-HERE = pathlib.Path(__file__).resolve().parent
 import plan_check as check
+import pytest
 
 from pyroki_ros import Robot
 from pyroki_ros import collision as col
@@ -50,7 +47,7 @@ def _checker(planner, obstacles: dict, active: np.ndarray) -> rrt.Checker:
 
 
 def _rrt(planner, checker, start, goal, active, seed: int, budget: float = 20.0):
-    lower, upper = planner._lower, planner._upper
+    lower, upper = planner.robot.limits.lower, planner.robot.limits.upper
     rng = np.random.default_rng(seed)
     return rrt.rrt_connect(checker, start, goal[None], lower, upper, active, rng, budget=budget)
 

@@ -20,13 +20,8 @@ from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.planning import timing
-from pyroki_ros.planning.trajopt import (
-    RETARGET_CHUNK,
-    TIMED_OUT,
-    TrajectoryOptimizer,
-    _retarget_start,
-    retarget,
-)
+from pyroki_ros.planning.retarget import RETARGET_CHUNK, _retarget_start
+from pyroki_ros.planning.trajopt import TIMED_OUT, TrajectoryOptimizer, retarget
 from pyroki_ros.robots import urdf_path
 from pyroki_ros.solver import lm
 
@@ -191,7 +186,8 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
     differences of those reference hinges."""
     import collision_reference as ref
 
-    from pyroki_ros.planning.trajopt import WORLD_BUCKETS, _Collision, self_pair_groups
+    from pyroki_ros.collision import CollisionTerms
+    from pyroki_ros.planning.trajopt import WORLD_BUCKETS, self_pair_groups
 
     rng = np.random.default_rng(12)
     world = scenes.random_obstacles(rng, 10)
@@ -201,7 +197,7 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
         robot = Robot.from_urdf(urdf_path("panda"), dtype=jnp.float64)
         spheres = RobotSpheres.embedded("panda", robot)
         padded = World.create(**obstacles, dtype=jnp.float64).padded(WORLD_BUCKETS)
-        collide = _Collision(robot, spheres)
+        collide = CollisionTerms(robot, spheres)
         everything = (  # every pair checked, as in the reference
             jnp.ones((spheres.n_spheres, padded.n_obstacles), bool),
             jnp.ones((spheres.n_pairs,), bool),
@@ -495,7 +491,7 @@ def test_plan_batch_solves_many_pairs_in_one_call(panda):
         _check_batch_plan(model, obstacles, case, plan)
     with pytest.raises(ValueError, match="pair 1: start is outside the joint limits"):
         outside = starts[:2].copy()
-        outside[1, 0] = planner._upper[0] + 0.5
+        outside[1, 0] = planner.robot.limits.upper[0] + 0.5
         planner.plan_batch(outside, joint_goals[:2], world=world, num_steps=STEPS)
 
 

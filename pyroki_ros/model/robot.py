@@ -2,8 +2,10 @@
 
 Every link has at most one parent joint, so the tree is stored per link: ``links[i]`` is
 moved by the joint whose child it is (the root link's "joint" is the identity). Static
-structure (names, parent indices, joint types) lives in the pytree's metadata, so a jitted
-function recompiles only for a new robot structure, never for new limits or origins.
+structure (names, parent indices, joint types) and the position limits (:class:`JointLimits`,
+float64 as written) live in the pytree's metadata: a jitted function recompiles for a new robot
+structure or limits, never for new origins; solvers take per-solve limits as arrays
+(:meth:`JointLimits.narrowed`), without a recompile.
 """
 
 from __future__ import annotations

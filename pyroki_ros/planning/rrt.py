@@ -25,7 +25,6 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-import jax.numpy as jnp
 import numpy as np
 
 from pyroki_ros import collision as col
@@ -96,9 +95,7 @@ class Checker:
         margin: float,
     ):
         self.planner = planner
-        world = planner._empty_world if world is None else world
-        self._padded = planner._padded_world(world)
-        self._checked = planner._checked(world, self._padded, contacts, np.asarray(active, bool))
+        self._clearance = planner.clearance_function(world, contacts, active)
         self.margin = float(margin)
         self.active = np.asarray(active, bool)
         self.count = 0  # configurations checked so far
@@ -116,15 +113,14 @@ class Checker:
     def clearance(self, q: np.ndarray) -> np.ndarray:
         """(B,) smallest checked clearance (m) of configurations q (B, n), in chunks of
         CHUNK (padded with the first row) so every call runs the same program."""
-        q = np.asarray(q, self.planner._dtype)
+        q = np.asarray(q, np.float64)
         if self.planner.spheres is None or len(q) == 0:
             return np.full(len(q), np.inf)
         out = np.empty(len(q))
         for at in range(0, len(q), CHUNK):
             part = q[at : at + CHUNK]
             block = np.concatenate([part, np.repeat(part[:1], CHUNK - len(part), 0)])
-            d = self.planner._clearance_program(jnp.asarray(block), self._padded, *self._checked)
-            out[at : at + len(part)] = np.asarray(d)[: len(part)]
+            out[at : at + len(part)] = self._clearance(block)[: len(part)]
         self.count += len(q)
         return out
 
@@ -395,8 +391,7 @@ def goal_configurations(
     (inactive joints at the start's value). The IK knows no obstacles: in clutter most of its
     solutions collide, and the clearest of many is the goal a path can reach."""
     start = np.asarray(start, np.float64)
-    lower = np.where(np.isfinite(planner._lower), planner._lower, -math.pi)
-    upper = np.where(np.isfinite(planner._upper), planner._upper, math.pi)
+    lower, upper = planner.robot.limits.lower, planner.robot.limits.upper  # finite
     fixed = np.zeros(len(start), bool)
     if active_joints is not None:
         fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
@@ -465,8 +460,8 @@ def global_path(
         checker,
         start,
         goals,
-        planner._lower,
-        planner._upper,
+        planner.robot.limits.lower,
+        planner.robot.limits.upper,
         active,
         rng,
         budget=budget,

@@ -23,6 +23,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -36,7 +37,10 @@ from pyroki_ros.ik import (
     IKResult,
     IKSolver,
     PoseSolver,
+    bucket,
 )
+from pyroki_ros.ik import structure as objective_structure
+from pyroki_ros.model.limits import JointLimits
 from pyroki_ros.ros import frames as F
 
 DEFAULT_TOLERANCES = (DEFAULT_POSITION_TOLERANCE, DEFAULT_ORIENTATION_TOLERANCE)  # m, rad
@@ -67,23 +71,6 @@ def configure_jax(device: str, cache: str, logger) -> str | None:
         except OSError as e:
             logger.warning(f"no compilation cache at '{cache}': {e}")
     return wanted
-
-
-def bucket(count: int) -> int:
-    """The solver's batch-size bucket for ``count`` problems (see pyroki_ros.ik.BUCKETS)."""
-    # TODO(issue 15): use pyroki_ros.ik.bucket once the solver exports it (a second copy of
-    # its rule until then).
-    for size in BUCKETS:
-        if count <= size:
-            return size
-    return int(math.ceil(count / BUCKETS[-1]) * BUCKETS[-1])
-
-
-def objective_structure(objective: O.Objective) -> tuple:
-    """What the solver compiles for (kind, link, reference, align_axis)."""
-    # TODO(issue 15): the solver's own structure key (pyroki_ros.ik), once it is public: a
-    # second copy of it until then (IKSolver.forget takes these keys).
-    return (objective.kind, objective.link, objective.reference, objective.align_axis)
 
 
 def default_tip(robot: Robot) -> str:
@@ -325,7 +312,12 @@ class LoadedModel:
     def _pose_solver(self, objectives, seed, options: dict) -> PoseSolver | None:
         """The prepared solver (:class:`~pyroki_ros.ik.PoseSolver`, a cheaper call) for the
         commonest request, one pose objective from one seed; None for anything else."""
-        if len(objectives) != 1 or np.ndim(seed) != 1:
+        if (
+            len(objectives) != 1
+            or np.ndim(seed) != 1
+            or "limits" in options
+            or "feasible" in options
+        ):
             return None
         o = objectives[0]
         if o.kind != "pose" or o.batch_shape != () or any(o.local_point.tolist()):
@@ -376,21 +368,27 @@ class LoadedModel:
         iterations: int = 100,
         restarts: int = 8,
         timeout: float = 0.0,
+        limits: JointLimits | None = None,
+        feasible: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> IKResult:
         """One IK problem: an attempt from the seed (n,), then up to ``restarts`` restarts (the
         core's, inside the limits and the max_deviation box: one number or (n,), rad or m
         from the seed, 0 = unlimited) within what is left of ``timeout`` (s, 0 = none; see
-        :meth:`IKSolver.solve`)."""
+        :meth:`IKSolver.solve`). ``limits``: per-solve joint limits (the same program);
+        ``feasible``: a batched predicate every answer must also meet (the global solve goes
+        on past answers that fail it)."""
         if np.ndim(max_deviation) == 0:
             deviation = max_deviation if max_deviation > 0 else np.inf
         else:
             deviation = np.where(np.asarray(max_deviation) > 0, max_deviation, np.inf)
-        return self._solve(
-            objectives,
-            seed,
-            timeout=timeout,
-            **self._options(active, deviation, tolerances, iterations, iterations * (1 + restarts)),
+        options = self._options(
+            active, deviation, tolerances, iterations, iterations * (1 + restarts)
         )
+        if limits is not None:
+            options["limits"] = limits
+        if feasible is not None:
+            options["feasible"] = feasible
+        return self._solve(objectives, seed, timeout=timeout, **options)
 
     def out_of_reach(self, objectives, position_tolerance: float) -> str | None:
         """Why an objective cannot be met in any configuration, or None: a position target

@@ -397,6 +397,10 @@ class PyrokiRosNode(Node):
         try:
             model = self._require_model()
             problem = requests.ik(model, request, self.settings, self._latest())
+            if problem.avoid_collisions:
+                problem.feasible = requests.collision_free(
+                    model, self._planners, self.settings, self._scene.objects(), problem
+                )
             if not model.is_compiled(problem.objectives, problem.seed):
                 return self._solve_ik_later(model, problem, start)
             response = self._ik_response(model, problem, response)

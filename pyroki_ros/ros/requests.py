@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from geometry_msgs.msg import Point, Pose, PoseStamped, Vector3
@@ -42,7 +43,7 @@ from shape_msgs.msg import SolidPrimitive
 
 from pyroki_ros import collision as col
 from pyroki_ros import objectives as O
-from pyroki_ros.model.limits import MEASURED_SLACK
+from pyroki_ros.model.limits import MEASURED_SLACK, JointLimits
 from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective
 from pyroki_ros.ros import conversions as C
 from pyroki_ros.ros import frames as F
@@ -365,6 +366,42 @@ def active_joints(model, names, objectives=()) -> list[str] | None:
     return names
 
 
+def joint_limits(model, names, lower, upper) -> JointLimits | None:
+    """Per-solve joint limits of a SolveIK request (``limit_joints``, ``limit_lower``,
+    ``limit_upper``; empty = None, the URDF's): UNKNOWN_JOINT for a name that is not an
+    actuated joint, INVALID_REQUEST for lists of different lengths, a repeated name, or a
+    bound outside the URDF's range (NaN keeps one, -inf / +inf turns one off)."""
+    names, lower, upper = list(names), list(lower), list(upper)
+    if not names and not lower and not upper:
+        return None
+    if not len(names) == len(lower) == len(upper):
+        raise _invalid(
+            f"limit_joints, limit_lower and limit_upper need one entry per joint: got "
+            f"{len(names)}, {len(lower)} and {len(upper)}"
+        )
+    index = {}
+    for name in names:
+        if name not in model.joint_index:
+            raise RequestError(
+                ErrorCode.UNKNOWN_JOINT,
+                f"limit_joints: {name!r} is not an actuated joint of robot '{model.name}'; "
+                f"actuated: {', '.join(model.joint_names)}",
+            )
+        if name in index:
+            raise _invalid(f"limit_joints: {name!r} given twice")
+        index[name] = model.joint_index[name]
+    low = np.full(len(model.joint_names), np.nan)
+    high = np.full(len(model.joint_names), np.nan)
+    low[list(index.values())], high[list(index.values())] = lower, upper
+    try:
+        return model.robot.limits.narrowed(low, high, name="limit_joints")
+    except ValueError as error:
+        named = str(error)
+        for name, i in index.items():
+            named = named.replace(f"joint {i} ", f"joint {name!r} ")
+        raise _invalid(named) from None
+
+
 def tolerances(position: float, orientation: float, defaults) -> tuple[float, float]:
     """(m, rad) of a request, 0 = the node's ``defaults`` (SolveSettings)."""
     out = []
@@ -484,9 +521,14 @@ class IKProblem:
     iterations: int  # per attempt
     restarts: int
     timeout: float  # s, 0 = none
+    limits: JointLimits | None = None  # per-solve limits (None: the URDF's)
+    avoid_collisions: bool = False  # answers clear of the planning scene and of self-collision
+    feasible: Callable[[np.ndarray], np.ndarray] | None = None  # set by :func:`collision_free`
 
     def kwargs(self) -> dict:
-        return self.__dict__.copy()  # the fields (dataclasses.fields costs microseconds)
+        out = self.__dict__.copy()  # the fields (dataclasses.fields costs microseconds)
+        del out["avoid_collisions"]  # a request field; the solver takes ``feasible``
+        return out
 
 
 def ik(model, request, settings: Settings, latest: dict[str, float]) -> IKProblem:
@@ -495,7 +537,9 @@ def ik(model, request, settings: Settings, latest: dict[str, float]) -> IKProble
     state_size(limits, request.seed, "seed")
     size(limits, len(request.objectives), "max_objectives", "objectives")
     size(limits, len(request.active_joints), "max_names", "active_joints")
+    size(limits, len(request.limit_joints), "max_names", "limit_joints")
     q = seed(model, request.seed, latest, "seed")
+    joint_box = joint_limits(model, request.limit_joints, request.limit_lower, request.limit_upper)
     if not request.objectives:
         raise _invalid("no objectives: give at least one IKObjective")
     frames = model.frames_at(q)
@@ -520,7 +564,37 @@ def ik(model, request, settings: Settings, latest: dict[str, float]) -> IKProble
         iterations=cfg.max_iterations,
         restarts=cfg.restarts if restarts == -1 else min(restarts, MAX_RESTARTS),
         timeout=timeout if timeout > 0 else cfg.timeout,
+        limits=joint_box,
+        avoid_collisions=bool(request.avoid_collisions),
     )
+
+
+def collision_free(model, planners, settings: Settings, scene, problem: IKProblem):
+    """SolveIK's ``avoid_collisions`` as the feasibility predicate of the global solve:
+    configurations (N, n) -> (N,) bool, their collision spheres clear of the planning scene's
+    ``scene`` objects and of each other (the node's ``allowed_contacts`` apply; the planner's
+    sphere model and rule, :meth:`TrajectoryOptimizer.clearances`)."""
+    try:
+        optimizer = planners.get(model).optimizer
+    except (OSError, ValueError) as e:
+        raise _invalid(f"avoid_collisions: the collision model does not load: {e}") from None
+    if optimizer.spheres is None:
+        raise _invalid("avoid_collisions: collision checking is off (collision_spheres is empty)")
+    nothing = types.SimpleNamespace(
+        obstacles=[], obstacle_poses=[], obstacle_names=[], half_spaces=[]
+    )
+    world = _world(model, nothing, model.fk(problem.seed), scene)
+    contacts = _contact_rules(
+        types.SimpleNamespace(
+            allowed_contact_links=[], allowed_contact_others=[], check_fixed_links=False
+        ),
+        settings.plan,
+    )
+    moving = np.ones(len(model.joint_names), bool)
+    if problem.active is not None:
+        moving[:] = False
+        moving[[model.joint_index[n] for n in problem.active]] = True
+    return lambda q: optimizer.clearances(q, world, contacts, moving) >= 0.0
 
 
 @dataclasses.dataclass

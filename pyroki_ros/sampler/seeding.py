@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pyroki_ros import objectives as obj
-from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, _bucket
+from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, bucket
 from pyroki_ros.sampler.core import IKSampler, _sample, pose_errors, tip_pose
 
 Strategy = Literal["best", "all"]
@@ -73,7 +73,7 @@ def best_samples(
             raise ValueError("incumbent contains NaN or infinite values")
     if count == 0:
         return np.zeros((*batch, n), np.float32), np.zeros(batch, np.float32)
-    size = _bucket(count)
+    size = bucket(count)
     pad = lambda x: np.concatenate([x, np.repeat(x[-1:], size - count, 0)]) if size > count else x
     args = [pad(flat)]  # padded with copies of the last target: no compile per batch size
     if current is not None:

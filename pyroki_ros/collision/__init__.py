@@ -1,0 +1,83 @@
+"""Collision model: the robot as spheres fixed to its links, the world as primitive obstacles.
+
+Everything is expressed in the robot's root frame (REP-103: x forward, y left, z up, metres).
+The robot is approximated by a union of spheres per link (from URDF collision geometry, from a
+config mapping, or from a bundled set fitted offline); obstacles are spheres, capsules,
+oriented boxes and half-spaces. All distances are *signed*: positive is clearance between
+the two surfaces, negative is penetration depth (exact for sphere-sphere, sphere-capsule,
+sphere-half-space; for boxes the exact signed distance of the sphere centre minus its radius).
+
+The distance functions are pure JAX, batch over leading dimensions and are safe under
+``jit``, ``vmap``, ``grad`` and ``jacfwd``: norms use a double ``where`` so a zero distance
+gives a zero gradient instead of NaN.
+
+Compile once: :meth:`World.padded` rounds the obstacle count of every kind up to a bucket
+with inert dummies (far away, zero size), so a jitted planner sees the same shapes for
+different scenes.
+
+Package layout: ``geometry`` (RobotSpheres, World, padding), ``fitting`` (spheres from URDF
+geometry), ``rules`` (which contacts are checked), ``distance`` (distances, gradients),
+``jacobians`` (collision rows and their Jacobians for the trajectory optimiser).
+"""
+
+from pyroki_ros.collision.distance import (
+    collision_distances,
+    min_distance,
+    nearest_obstacle_t,
+    obstacle_distances_t,
+    safe_norm3,
+    self_distances,
+    sphere_centers,
+    unit3,
+    world_distances,
+)
+from pyroki_ros.collision.fitting import (
+    cover_box,
+    cover_capsule,
+    cover_cylinder,
+    fit_spheres,
+    mesh_surface_points,
+)
+from pyroki_ros.collision.geometry import (
+    DEFAULT_BUCKETS,
+    FAR,
+    RobotSpheres,
+    World,
+)
+from pyroki_ros.collision.jacobians import SELF_GROUP, CollisionTerms, self_pair_groups
+from pyroki_ros.collision.rules import (
+    DEFAULT_CONTACTS,
+    ContactRules,
+    bodies,
+    checked_pairs,
+    self_collision_pairs,
+)
+
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "DEFAULT_CONTACTS",
+    "FAR",
+    "SELF_GROUP",
+    "CollisionTerms",
+    "ContactRules",
+    "RobotSpheres",
+    "World",
+    "bodies",
+    "checked_pairs",
+    "collision_distances",
+    "cover_box",
+    "cover_capsule",
+    "cover_cylinder",
+    "fit_spheres",
+    "mesh_surface_points",
+    "min_distance",
+    "nearest_obstacle_t",
+    "obstacle_distances_t",
+    "safe_norm3",
+    "self_collision_pairs",
+    "self_distances",
+    "self_pair_groups",
+    "sphere_centers",
+    "unit3",
+    "world_distances",
+]

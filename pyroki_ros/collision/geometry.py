@@ -1,0 +1,458 @@
+"""The collision geometry: the robot's spheres (:class:`RobotSpheres`) and the obstacles of a
+scene (:class:`World`), with the padding that lets one compiled program serve many scenes."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import pathlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pyroki_ros.collision.fitting import _cover_geometry, _origin_matrix
+from pyroki_ros.collision.rules import _check_ignore, self_collision_pairs
+from pyroki_ros.model.robot import Robot
+
+# Obstacle-count buckets of World.padded; above the last, counts round up to its multiples.
+DEFAULT_BUCKETS = (0, 4, 16, 64)
+# One field per obstacle kind whose length is that kind's count.
+_COUNT_FIELDS = ("sphere_radii", "capsule_radii", "box_half_extents", "halfspace_offsets")
+# Where dummy obstacles live (m). Far enough that no robot sphere reaches them, small enough
+# that squares stay finite in float32.
+FAR = 1.0e6
+
+
+def _static(**kwargs):
+    return dataclasses.field(metadata={"static": True}, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# The robot
+# --------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class RobotSpheres:
+    """``S`` spheres fixed to the robot's links, and the ``P`` sphere pairs checked for
+    self-collision.
+
+    Attributes:
+        centers: (S, 3) sphere centres in the frame of their link, m.
+        radii: (S,) radii, m, > 0.
+        self_pairs: (P, 2) int32 sphere indices ``(i, j)``, ``i < j``: spheres on links of
+            different bodies that are not adjacent and not ignored (see
+            :func:`self_collision_pairs`). An array, not metadata, so sphere sets with the
+            same number of pairs share a compiled function.
+        link_indices: (S,) static, index in ``robot.link_names`` of each sphere's link.
+        link_names: (S,) static, each sphere's link name.
+        ignore: static, the link-name pairs excluded from self-collision, sorted.
+    """
+
+    centers: jax.Array
+    radii: jax.Array
+    self_pairs: jax.Array
+    link_indices: tuple[int, ...] = _static()
+    link_names: tuple[str, ...] = _static()
+    ignore: tuple[tuple[str, str], ...] = _static(default=())
+
+    @property
+    def n_spheres(self) -> int:
+        return self.centers.shape[0]
+
+    @property
+    def n_pairs(self) -> int:
+        return self.self_pairs.shape[0]
+
+    # --- constructors ----------------------------------------------------------------------
+
+    @staticmethod
+    def create(
+        robot: Robot,
+        link_names: Sequence[str],
+        centers: Any,
+        radii: Any,
+        ignore: Iterable[Sequence[str]] = (),
+    ) -> RobotSpheres:
+        """Spheres from per-sphere link names, centres (S, 3) in the link frame and radii (S,).
+
+        Raises:
+            ValueError: unknown link (named), wrong shapes, non-finite values, radius <= 0,
+                or an ignore entry that is not a pair of known links.
+        """
+        link_names = tuple(str(n) for n in link_names)
+        centers = np.asarray(centers, np.float64)
+        if len(link_names) == 0:  # an empty list has no trailing axis of 3
+            centers = centers.reshape(0, 3)
+        radii = np.asarray(radii, np.float64)
+        if centers.shape != (len(link_names), 3) or radii.shape != (len(link_names),):
+            raise ValueError(
+                f"need centers ({len(link_names)}, 3) and radii ({len(link_names)},) for "
+                f"{len(link_names)} spheres; got {centers.shape} and {radii.shape}"
+            )
+        for i, name in enumerate(link_names):
+            if not (np.all(np.isfinite(centers[i])) and np.isfinite(radii[i])):
+                raise ValueError(f"sphere {i} on link '{name}' is not finite")
+            if radii[i] <= 0:
+                raise ValueError(f"sphere {i} on link '{name}' has radius {radii[i]} <= 0")
+        link_indices = tuple(robot.link_index(n) for n in link_names)
+        ignore = _check_ignore(robot, ignore)
+        pairs = self_collision_pairs(robot, link_indices, ignore)
+        return RobotSpheres(
+            centers=jnp.asarray(centers, robot.dtype),
+            radii=jnp.asarray(radii, robot.dtype),
+            self_pairs=jnp.asarray(np.asarray(pairs, np.int32).reshape(-1, 2)),
+            link_indices=link_indices,
+            link_names=link_names,
+            ignore=ignore,
+        )
+
+    @staticmethod
+    def from_config(
+        robot: Robot,
+        mapping: Mapping[str, Sequence[Sequence[float]]],
+        ignore: Iterable[Sequence[str]] = (),
+    ) -> RobotSpheres:
+        """Spheres from ``{link_name: [[x, y, z, r], ...]}`` (link frame, m), e.g. from YAML.
+
+        Raises:
+            ValueError: an unknown link (named), an entry that is not 4 numbers, a radius that
+                is not finite and > 0.
+        """
+        names, centers, radii = [], [], []
+        for link, spheres in mapping.items():
+            if link not in robot.link_names:
+                robot.link_index(str(link))  # raises, naming the link and the robot's links
+            rows = np.asarray(spheres if len(spheres) else np.zeros((0, 4)), np.float64)
+            if rows.ndim != 2 or rows.shape[1] != 4:
+                raise ValueError(
+                    f"link '{link}': spheres must be a list of [x, y, z, r], got {spheres!r}"
+                )
+            names += [link] * len(rows)
+            centers.append(rows[:, :3])
+            radii.append(rows[:, 3])
+        centers_a = np.concatenate(centers) if centers else np.zeros((0, 3))
+        radii_a = np.concatenate(radii) if radii else np.zeros((0,))
+        return RobotSpheres.create(robot, names, centers_a, radii_a, ignore)
+
+    @staticmethod
+    def from_yaml(
+        robot: Robot, path: str | os.PathLike, ignore: Iterable[Sequence[str]] = ()
+    ) -> RobotSpheres:
+        """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}`` and an optional
+        ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
+
+        Reads JSON-style (flow) YAML without PyYAML, so the core needs no YAML library.
+        """
+        data = _load_yaml(pathlib.Path(path))
+        extra = [tuple(p) for p in ignore]
+        return RobotSpheres.from_config(
+            robot, data["spheres"], [tuple(p) for p in data.get("ignore", [])] + extra
+        )
+
+    @staticmethod
+    def embedded(
+        name: str, robot: Robot | None = None, ignore: Iterable[Sequence[str]] = ()
+    ) -> RobotSpheres:
+        """The sphere set bundled for an embedded robot (``pyroki_ros/robots/<name>_spheres.yaml``,
+        made by ``tools/fit_collision_spheres.py``), with its default self-collision ignore
+        list plus ``ignore``. ``robot`` defaults to the embedded URDF's model.
+        """
+        from pyroki_ros.robots import urdf_path
+
+        path = urdf_path(name).with_name(f"{name}_spheres.yaml")
+        if not path.is_file():
+            raise ValueError(f"no bundled collision spheres for robot {name!r}")
+        if robot is None:
+            robot = Robot.from_urdf(urdf_path(name))
+        return RobotSpheres.from_yaml(robot, path, ignore)
+
+    @staticmethod
+    def from_urdf(
+        robot: Robot,
+        urdf_source: str | os.PathLike,
+        *,
+        package_dirs: Sequence[str | os.PathLike] = (),
+        ignore: Iterable[Sequence[str]] = (),
+        spheres_per_mesh: int = 4,
+        max_spheres_per_primitive: int = 8,
+        tolerance: float = 0.01,
+        mesh_padding: float = 1e-3,
+    ) -> RobotSpheres:
+        """Spheres covering the URDF's ``<collision>`` geometry, link by link.
+
+        * sphere: itself;
+        * box, cylinder, capsule: split into cells along their long dimensions, each covered by
+          its circumscribed sphere, so the union *contains* the shape. Cells are split until a
+          sphere over-reaches the shape's thinnest half-size by at most ``tolerance`` (m), or
+          ``max_spheres_per_primitive`` is reached;
+        * mesh (needs trimesh): ``spheres_per_mesh`` spheres fitted to the surface (k-means
+          seeded along the principal axis, radius = farthest assigned surface sample plus
+          ``mesh_padding``). A mesh file that cannot be found is skipped with a warning naming
+          the link. ``package://pkg/rest`` is looked up as ``<dir>/pkg/rest`` and
+          ``<dir>/rest`` for each of ``package_dirs``; relative paths and ``file://`` also
+          relative to the URDF's folder.
+
+        Links of ``urdf_source`` missing from ``robot`` are skipped (``robot`` may be a
+        subtree); the link frames are the URDF link frames.
+        """
+        import xml.etree.ElementTree as ET
+
+        if isinstance(urdf_source, os.PathLike) or not str(urdf_source).lstrip().startswith("<"):
+            base = pathlib.Path(urdf_source).resolve().parent
+            root = ET.fromstring(pathlib.Path(urdf_source).read_text())
+        else:
+            base, root = None, ET.fromstring(str(urdf_source))
+        dirs = [pathlib.Path(d) for d in package_dirs] + ([base] if base else [])
+        names: list[str] = []
+        centers: list[np.ndarray] = []
+        radii: list[np.ndarray] = []
+        for link in root.findall("link"):
+            link_name = link.get("name")
+            if link_name not in robot.link_names:
+                continue
+            for collision in link.findall("collision"):
+                geometry = collision.find("geometry")
+                shape = None if geometry is None or len(geometry) == 0 else geometry[0]
+                if shape is None:
+                    continue
+                origin = _origin_matrix(collision.find("origin"))
+                c, r = _cover_geometry(
+                    shape,
+                    link_name,
+                    dirs,
+                    spheres_per_mesh=spheres_per_mesh,
+                    max_spheres=max_spheres_per_primitive,
+                    tolerance=tolerance,
+                    padding=mesh_padding,
+                )
+                if len(r) == 0:
+                    continue
+                names += [link_name] * len(r)
+                centers.append(c @ origin[:3, :3].T + origin[:3, 3])
+                radii.append(r)
+        return RobotSpheres.create(
+            robot,
+            names,
+            np.concatenate(centers) if centers else np.zeros((0, 3)),
+            np.concatenate(radii) if radii else np.zeros((0,)),
+            ignore,
+        )
+
+    def to_config(self) -> dict[str, list[list[float]]]:
+        """The inverse of :meth:`from_config`: ``{link: [[x, y, z, r], ...]}``."""
+        out: dict[str, list[list[float]]] = {}
+        rows = np.concatenate([np.asarray(self.centers), np.asarray(self.radii)[:, None]], axis=1)
+        for name, row in zip(self.link_names, rows):
+            out.setdefault(name, []).append([float(v) for v in row])
+        return out
+
+
+def _load_yaml(path: pathlib.Path) -> dict:
+    text = path.read_text()
+    try:
+        import yaml
+    except ImportError:  # the bundled files are JSON-style YAML with '#' comment lines
+        body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        return json.loads(body)
+    return yaml.safe_load(text)
+
+
+# --- covering URDF geometry -------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class World:
+    """Obstacles in the robot's root frame (m). Build with :meth:`create` (validates).
+
+    Attributes:
+        sphere_centers: (Ns, 3); sphere_radii: (Ns,).
+        capsule_a, capsule_b: (Nc, 3) segment end points; capsule_radii: (Nc,).
+        box_poses: (Nb, 7) wxyz_xyz, box frame in the root frame (unit quaternion);
+        box_half_extents: (Nb, 3) half-sizes along the box axes.
+        halfspace_normals: (Nh, 3) unit outward normals; halfspace_offsets: (Nh,). The
+            obstacle is ``{x : n . x + d < 0}`` (a floor at z = 0: n = (0, 0, 1), d = 0).
+
+    Distances come in this order along the obstacle axis: spheres, capsules, boxes,
+    half-spaces (see :func:`world_distances`). ``names``: static, one per obstacle in that
+    order (empty: unnamed), for allowed collisions and messages; :meth:`padded` drops them
+    (the compiled programs never see names).
+    """
+
+    sphere_centers: jax.Array
+    sphere_radii: jax.Array
+    capsule_a: jax.Array
+    capsule_b: jax.Array
+    capsule_radii: jax.Array
+    box_poses: jax.Array
+    box_half_extents: jax.Array
+    halfspace_normals: jax.Array
+    halfspace_offsets: jax.Array
+    names: tuple[str, ...] = _static(default=())
+
+    @property
+    def counts(self) -> tuple[int, int, int, int]:
+        """(spheres, capsules, boxes, half-spaces), dummies included."""
+        return (
+            self.sphere_radii.shape[0],
+            self.capsule_radii.shape[0],
+            self.box_poses.shape[0],
+            self.halfspace_offsets.shape[0],
+        )
+
+    @property
+    def n_obstacles(self) -> int:
+        return sum(self.counts)
+
+    @staticmethod
+    def create(
+        *,
+        sphere_centers: Any = None,
+        sphere_radii: Any = None,
+        capsule_a: Any = None,
+        capsule_b: Any = None,
+        capsule_radii: Any = None,
+        box_poses: Any = None,
+        box_half_extents: Any = None,
+        halfspace_normals: Any = None,
+        halfspace_offsets: Any = None,
+        names: Sequence[str] | None = None,
+        dtype: jnp.dtype = jnp.float32,
+    ) -> World:
+        """Validated obstacles; any kind may be left out. Half-space normals are normalised
+        (``d`` scaled with them); box quaternions are normalised. ``names``: one distinct,
+        non-empty name per obstacle, in the order spheres, capsules, boxes, half-spaces.
+
+        Raises:
+            ValueError: a kind given only in part, wrong shapes, NaN/inf, radii or half-extents
+                <= 0, a zero normal or quaternion, names of the wrong count or repeated. The
+                message names the field and index.
+        """
+
+        def get(name, value, tail):
+            a = np.zeros((0, *tail)) if value is None else np.asarray(value, np.float64)
+            if a.ndim == len(tail):  # a single obstacle
+                a = a[None]
+            if a.ndim != 1 + len(tail) or a.shape[1:] != tail:
+                raise ValueError(
+                    f"{name} must have shape (N, {', '.join(map(str, tail))}) "
+                    f"or ({', '.join(map(str, tail))}); got {np.shape(value)}"
+                    if tail
+                    else f"{name} must have shape (N,); got {np.shape(value)}"
+                )
+            bad = np.flatnonzero(
+                ~np.all(np.isfinite(a.reshape(len(a), int(np.prod(a.shape[1:])))), axis=1)
+            )
+            if len(bad):
+                raise ValueError(f"{name}[{bad[0]}] is not finite (NaN or inf): {a[bad[0]]}")
+            return a
+
+        def group(kind, **fields):
+            given = [n for n, (v, _) in fields.items() if v is not None]
+            if given and len(given) != len(fields):
+                missing = [n for n in fields if n not in given]
+                raise ValueError(f"{kind}: {', '.join(given)} given without {', '.join(missing)}")
+            arrays = {n: get(n, v, tail) for n, (v, tail) in fields.items()}
+            sizes = {n: len(a) for n, a in arrays.items()}
+            if len(set(sizes.values())) > 1:
+                raise ValueError(f"{kind}: different counts {sizes}")
+            return arrays
+
+        def positive(name, a):
+            bad = np.flatnonzero(~np.all(a.reshape(len(a), int(np.prod(a.shape[1:]))) > 0, axis=1))
+            if len(bad):
+                raise ValueError(f"{name}[{bad[0]}] must be > 0, got {a[bad[0]]}")
+
+        s = group("spheres", sphere_centers=(sphere_centers, (3,)), sphere_radii=(sphere_radii, ()))
+        c = group(
+            "capsules",
+            capsule_a=(capsule_a, (3,)),
+            capsule_b=(capsule_b, (3,)),
+            capsule_radii=(capsule_radii, ()),
+        )
+        b = group("boxes", box_poses=(box_poses, (7,)), box_half_extents=(box_half_extents, (3,)))
+        h = group(
+            "half-spaces",
+            halfspace_normals=(halfspace_normals, (3,)),
+            halfspace_offsets=(halfspace_offsets, ()),
+        )
+        positive("sphere_radii", s["sphere_radii"])
+        positive("capsule_radii", c["capsule_radii"])
+        positive("box_half_extents", b["box_half_extents"])
+        poses = b["box_poses"].copy()
+        qn = np.linalg.norm(poses[:, :4], axis=1)
+        if np.any(qn < 1e-9):
+            raise ValueError(f"box_poses[{np.argmax(qn < 1e-9)}] has a zero quaternion")
+        poses[:, :4] /= qn[:, None] if len(qn) else 1.0
+        nn = np.linalg.norm(h["halfspace_normals"], axis=1)
+        if np.any(nn < 1e-9):
+            raise ValueError(f"halfspace_normals[{np.argmax(nn < 1e-9)}] is zero")
+        a = {**s, **c, **b, **h, "box_poses": poses}
+        a["halfspace_normals"] = (
+            h["halfspace_normals"] / nn[:, None] if len(nn) else a["halfspace_normals"]
+        )
+        a["halfspace_offsets"] = h["halfspace_offsets"] / nn if len(nn) else a["halfspace_offsets"]
+        total = sum(len(v) for n, v in a.items() if n in _COUNT_FIELDS)
+        names = () if names is None else tuple(names)
+        if names:
+            if len(names) != total:
+                raise ValueError(f"names: {len(names)} given for {total} obstacles")
+            if not all(isinstance(n, str) and n for n in names):
+                raise ValueError("names must be non-empty strings")
+            repeated = sorted(n for n, c in collections.Counter(names).items() if c > 1)
+            if repeated:
+                raise ValueError(f"names repeated: {', '.join(repeated[:10])}")
+        return World(**{n: jnp.asarray(v, dtype) for n, v in a.items()}, names=names)
+
+    def name(self, i: int) -> str:
+        """Obstacle ``i``'s name (its kind and index within the kind when unnamed)."""
+        if self.names:
+            return self.names[i]
+        for kind, count in zip(("sphere", "capsule", "box", "half-space"), self.counts):
+            if i < count:
+                return f"{kind} {i}"
+            i -= count
+        raise IndexError(i)
+
+    @staticmethod
+    def empty(dtype: jnp.dtype = jnp.float32) -> World:
+        return World.create(dtype=dtype)
+
+    def padded(self, buckets: Sequence[int] = DEFAULT_BUCKETS) -> World:
+        """The same world with each kind's count rounded up to the next bucket (above the last
+        bucket: to a multiple of it), filled with inert dummies that are ``FAR`` away with zero
+        size, so their distance to any robot sphere is ~1e6 m and never penalised.
+        """
+        buckets = sorted({int(b) for b in buckets})
+        if not buckets or buckets[0] < 0 or buckets[-1] <= 0:
+            raise ValueError(f"buckets must be >= 0 with a positive largest one, got {buckets}")
+
+        def size(n):
+            fit = [b for b in buckets if b >= n]
+            return fit[0] if fit else -(-n // buckets[-1]) * buckets[-1]
+
+        def pad(a, n, fill):
+            extra = jnp.broadcast_to(jnp.asarray(fill, a.dtype), (n - a.shape[0], *a.shape[1:]))
+            return jnp.concatenate([a, extra], axis=0)
+
+        ns, nc, nb, nh = (size(n) for n in self.counts)
+        far3 = [FAR, FAR, FAR]
+        return World(
+            sphere_centers=pad(self.sphere_centers, ns, far3),
+            sphere_radii=pad(self.sphere_radii, ns, 0.0),
+            capsule_a=pad(self.capsule_a, nc, far3),
+            capsule_b=pad(self.capsule_b, nc, far3),
+            capsule_radii=pad(self.capsule_radii, nc, 0.0),
+            box_poses=pad(self.box_poses, nb, [1.0, 0.0, 0.0, 0.0, FAR, FAR, FAR]),
+            box_half_extents=pad(self.box_half_extents, nb, [0.0, 0.0, 0.0]),
+            # n . x + d with d = FAR is positive everywhere the robot can be.
+            halfspace_normals=pad(self.halfspace_normals, nh, [0.0, 0.0, 1.0]),
+            halfspace_offsets=pad(self.halfspace_offsets, nh, FAR),
+        )

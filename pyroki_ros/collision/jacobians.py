@@ -1,0 +1,229 @@
+"""Collision rows of the trajectory optimiser and their Jacobians: sphere centres at a batch of
+configurations, their rates with respect to the joints (written out: a few integers per row
+instead of a whole Jacobian), the nearest obstacle per sphere and the nearest pair per group
+of self pairs, as residual rows ``max(0, margin - distance)``. Configurations come
+batch-last: (n, B)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pyroki_ros.collision.distance import nearest_obstacle_t, safe_norm3, unit3
+from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
+from pyroki_ros.model import kinematics as k
+from pyroki_ros.model.robot import Robot
+
+SELF_GROUP = 16  # sphere pairs per self-collision row (a link pair's pairs, in chunks)
+
+
+def self_pair_groups(
+    pairs: np.ndarray, link_indices: tuple[int, ...], width: int = SELF_GROUP
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The self pairs grouped by link pair, each group split into chunks of at most
+    ``width``, as padded tables (G, width): first and second sphere index, 1 where a slot is
+    padding, and the slot's row in ``pairs`` (0 for padding). Each group gives one residual
+    row per configuration, its nearest pair: the signed distance between two links' sphere
+    sets. (A row per pair is 752 rows for the Panda; a per-configuration sort of all pairs
+    cost more than the rest of the iteration.)"""
+    by_links: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for p, (i, j) in enumerate(np.asarray(pairs, int).reshape(-1, 2)):
+        key = tuple(sorted((link_indices[i], link_indices[j])))
+        by_links.setdefault(key, []).append((int(i), int(j), p))
+    groups = [
+        chunk[start : start + width]
+        for chunk in by_links.values()
+        for start in range(0, len(chunk), width)
+    ]
+    first = np.zeros((len(groups), width), int)
+    second = np.zeros((len(groups), width), int)
+    row = np.zeros((len(groups), width), int)
+    pad = np.ones((len(groups), width))
+    for g, members in enumerate(groups):
+        first[g, : len(members)] = [i for i, _, _ in members]
+        second[g, : len(members)] = [j for _, j, _ in members]
+        row[g, : len(members)] = [p for _, _, p in members]
+        pad[g, : len(members)] = 0.0
+    return first, second, pad, row
+
+
+class CollisionTerms:
+    """Collision residuals and their Jacobians for one robot's spheres (static: closed over
+    by the compiled programs). Configurations come batch-last: (n, B)."""
+
+    def __init__(self, robot: Robot, spheres: RobotSpheres | None):
+        self.robot = robot
+        self.spheres = spheres
+        if spheres is None:
+            return
+        # Which link frames move each sphere.
+        links = np.asarray(spheres.link_indices, int)
+        on_path = np.zeros((len(links), robot.n_links), bool)
+        for s, link in enumerate(links):
+            on_path[s, list(robot.ancestors(int(link)))] = True
+        self._on_path = on_path  # (S, n_links)
+        self._links = links
+        self._first, self._second, self._pad, self._pair_row = self_pair_groups(
+            spheres.self_pairs, spheres.link_indices
+        )
+        # The links that joints move (revolute, prismatic, mimic), and per sphere which of
+        # them move it, packed 31 to an int32 word: the sphere a row picks is then described
+        # by its centre and a few integers instead of its whole Jacobian.
+        self._moving = [int(link) for link in range(robot.n_links) if robot.q_index[link] >= 0]
+        words = []
+        for w in range(0, len(self._moving), 31):
+            chunk = self._moving[w : w + 31]
+            words.append((on_path[:, chunk] * (1 << np.arange(len(chunk)))).sum(1).astype(np.int32))
+        self._link_bits = words  # per word (S,)
+        self._has_pairs = spheres.self_pairs.shape[0] > 0
+
+    def centers_t(self, frames) -> tuple[jax.Array, ...]:
+        """Sphere centres, three (S, B) arrays."""
+        quat, pos = frames
+        idx = self._links
+        local = tuple(self.spheres.centers[:, i][:, None] for i in range(3))
+        rotated = k.rotate(tuple(c[idx] for c in quat), local)
+        return tuple(r + p[idx] for r, p in zip(rotated, pos))
+
+    def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
+        """d centre / d q as three tuples (x, y, z rows) of n arrays (S, B): a revolute joint
+        moves a centre by axis x lever, a prismatic one along its axis; mimic joints add
+        their multiple. Element-wise only (tiny dots cost more than they compute on a CPU)."""
+        robot = self.robot
+        quat, pos = frames
+        q_index = np.asarray(robot.q_index)
+        types = np.asarray(robot.joint_type)
+        axes = np.asarray(robot.axes)
+        columns = []
+        for j in range(robot.n_joints):
+            total = None
+            for link in np.flatnonzero(q_index == j):
+                moves = self._on_path[:, link]
+                if not moves.any():
+                    continue
+                lq = tuple(c[link] for c in quat)
+                axis = k.rotate(
+                    lq, tuple(jnp.asarray(axes[link, i], pos[0].dtype) for i in range(3))
+                )
+                if types[link] == k.REVOLUTE:
+                    lever = tuple(c - p[link] for c, p in zip(centers, pos))
+                    part = k.cross(axis, lever)
+                else:
+                    part = tuple(jnp.broadcast_to(a, centers[0].shape) for a in axis)
+                scale = robot.multipliers[link] * jnp.asarray(moves, pos[0].dtype)[:, None]
+                part = tuple(scale * x for x in part)
+                total = part if total is None else tuple(t + x for t, x in zip(total, part))
+            if total is None:
+                total = tuple(jnp.zeros_like(centers[0]) for _ in range(3))
+            columns.append(total)
+        return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
+
+    def nearest_obstacle_t(self, centers, world: World, checked: jax.Array):
+        """Per sphere the signed distance to its nearest checked obstacle (S, B) and its
+        gradient with respect to the centre (three (S, B)); inf and zeros without obstacles.
+        ``checked``: (S, O) (:func:`checked_pairs`)."""
+        if world.n_obstacles == 0:
+            inf = jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
+            return inf, tuple(jnp.zeros_like(c) for c in centers)
+        d, grad = nearest_obstacle_t(centers, world, checked[:, None, :])
+        return d - self.spheres.radii[:, None], grad
+
+    def nearest_pairs_t(self, centers, checked: jax.Array):
+        """Per self-collision group (:func:`self_pair_groups`) its nearest checked sphere
+        pair: signed distance (G, B), both centres (two triples of (G, B)) and the link bits
+        of both spheres (two tuples of (G, B) int32 words). ``checked``: (P,)."""
+        radii = np.asarray(self.spheres.radii, np.float64)
+        first, second = self._first, self._second  # (G, K)
+        # Padded and unchecked slots sit 1e6 m further away: they never win.
+        skip = jnp.maximum(self._pad, 1.0 - checked[self._pair_row].astype(centers[0].dtype))
+        reach = radii[first] + radii[second] - FAR * skip  # (G, K)
+        gap = k.materialize(tuple(c[first] - c[second] for c in centers))  # (G, K, B)
+        (d_all,) = k.materialize((safe_norm3(*gap) - reach[:, :, None].astype(gap[0].dtype),))
+        d = jnp.min(d_all, axis=1)
+        # One-hot of the nearest slot and reductions instead of gathers (gathers with
+        # computed indices fuse badly on a CPU).
+        slot = jnp.argmin(d_all, axis=1)
+        pick = jnp.arange(first.shape[1])[None, :, None] == slot[:, None, :]
+        chosen = lambda values: jnp.sum(jnp.where(pick, values, 0), axis=1)  # (G, K, B)
+        ends = []
+        for index in (first, second):
+            points = tuple(chosen(c[index]) for c in centers)
+            bits = tuple(chosen(word[index][:, :, None]) for word in self._link_bits)
+            ends.append((points, bits))
+        return d, ends
+
+    def _point_rates(self, frames, point, unit, bits) -> list[jax.Array]:
+        """u . d point / d q_j for every joint j, (S, B) each: the point moves with the
+        links flagged in ``bits`` (words of :attr:`_link_bits`)."""
+        robot = self.robot
+        quat, pos = frames
+        axes = np.asarray(robot.axes)
+        rates = [jnp.zeros_like(unit[0]) for _ in range(robot.n_joints)]
+        for m, link in enumerate(self._moving):
+            flag = ((bits[m // 31] >> (m % 31)) & 1).astype(unit[0].dtype)
+            lq = tuple(c[link] for c in quat)
+            axis = k.rotate(lq, tuple(jnp.asarray(axes[link, i], unit[0].dtype) for i in range(3)))
+            if robot.joint_type[link] == k.REVOLUTE:
+                lever = tuple(p - o[link] for p, o in zip(point, pos))
+                move = k.cross(axis, lever)
+            else:
+                move = axis
+            j = int(robot.q_index[link])
+            rates[j] = rates[j] + robot.multipliers[link] * flag * sum(
+                u * x for u, x in zip(unit, move)
+            )
+        return rates
+
+    def distances_t(self, centers, world: World, world_checked, self_checked):
+        """Per sphere its smallest checked obstacle distance (S, B), per self pair (P, B)
+        (inf where not checked)."""
+        world_d = self.nearest_obstacle_t(centers, world, world_checked)[0]
+        pairs = np.asarray(self.spheres.self_pairs)
+        gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
+        radii = self.spheres.radii[:, None]
+        self_d = safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        return world_d, jnp.where(self_checked[:, None], self_d, jnp.inf)
+
+    def rows_t(
+        self,
+        q_t: jax.Array,
+        world: World,
+        checked: tuple[jax.Array, jax.Array],
+        margin,
+        w_world,
+        w_self,
+    ):
+        """Hinge residuals max(0, margin - distance), weighted: one row per sphere for its
+        nearest obstacle and one per link-pair group for its nearest sphere pair, (R, B), their
+        Jacobian (R, n, B), and each configuration's smallest clearance (B,). ``checked``:
+        (world (S, O), self (P,)) pairs that count (:func:`checked_pairs`)."""
+        frames = k.frames_t(self.robot, q_t)
+        centers = self.centers_t(frames)
+        jac = self.center_jacobian_t(frames, centers)  # [xyz][joint] (S, B)
+        n = len(jac[0])
+        flat = k.materialize(tuple(x for row in jac for x in row))
+        jac = tuple(flat[i * n : (i + 1) * n] for i in range(3))
+
+        world_d, grad = self.nearest_obstacle_t(centers, world, checked[0])
+        active = (world_d < margin) * -jnp.sqrt(w_world)
+        r_world = jnp.sqrt(w_world) * jax.nn.relu(margin - world_d)
+        j_world = jnp.stack(
+            [active * sum(g * jac[i][j] for i, g in enumerate(grad)) for j in range(n)], 1
+        )  # (S, n, B)
+        if not self._has_pairs:
+            return r_world, j_world, jnp.min(world_d, 0)
+        self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers, checked[1])
+        unit = unit3(tuple(a - b for a, b in zip(c_a, c_b)))
+        active = (self_d < margin) * -jnp.sqrt(w_self)
+        r_self = jnp.sqrt(w_self) * jax.nn.relu(margin - self_d)
+        # d distance / d q_j = u . (d c_a / d q_j - d c_b / d q_j).
+        rate_a = self._point_rates(frames, c_a, unit, bits_a)
+        rate_b = self._point_rates(frames, c_b, unit, bits_b)
+        j_self = jnp.stack([active * (a - b) for a, b in zip(rate_a, rate_b)], 1)  # (G, n, B)
+        clearance = jnp.minimum(jnp.min(world_d, 0), jnp.min(self_d, 0))
+        return (
+            jnp.concatenate([r_world, r_self], 0),
+            jnp.concatenate([j_world, j_self], 0),
+            clearance,
+        )

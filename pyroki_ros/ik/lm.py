@@ -1,0 +1,490 @@
+"""The IK fast path: Levenberg-Marquardt with restarts, hard joint limits and a work queue, and
+the jitted entry point that unpacks one flat input.
+
+One jitted program solves any number of targets. It keeps ``lanes`` solver states side by
+side (structure of arrays); a lane whose target converged or ran out of iterations writes
+its answer and takes the next target from the queue, so no lane idles waiting for the
+slowest target, as it would under a plain ``vmap``. A single target is the same program
+with one lane. Restart seeds are a quasi-random (Kronecker) sequence inside the limits.
+
+Joint limits hold exactly: every step is clipped into the limits, and a joint sitting on a
+limit that the step would push through is frozen for that step. Continuous joints wrap.
+The limits are the solve's (settings), not constants: per-solve limits never recompile.
+
+This is the specialised IK loop (the banded chain LM of planning is pyroki_ros/solver/lm.py):
+states are kept lanes LAST, (n, lanes) and (width, lanes), element-wise sums instead of tiny
+dots, records packed into one array each, a few CPU lanes; measured in bench/ik_lanes.py and
+docs/benchmarks/ik.md (the lane count, the per-call latency) and tuned in bench/tune_ik.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pyroki_ros import devices
+from pyroki_ros import objectives as obj
+from pyroki_ros.ik.settings import _FIELDS, _WIDTH, Objectives, _answer_columns, _Settings, _slices
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.solver.constant_pool import pooled_constants
+from pyroki_ros.solver.linalg import solve_spd
+
+
+def _kronecker_steps(n: int) -> np.ndarray:
+    """Increments of an n-dimensional Kronecker low-discrepancy sequence (R_n)."""
+    phi = 2.0
+    for _ in range(64):  # root of x^(n+1) = x + 1
+        phi = (1.0 + phi) ** (1.0 / (n + 1))
+    return np.mod(phi ** -np.arange(1.0, n + 1.0), 1.0)
+
+
+# The solver works with lanes LAST: a configuration batch is (n, lanes), a record
+# (width, lanes), so that element-wise work runs along contiguous lanes (see kinematics.py).
+
+
+def _wrapping(robot: Robot, settings: _Settings):
+    """(n,) which joints wrap: a numpy constant when the robot has no continuous joint (per-solve
+    limits never add one), so that such a program is the same as without per-solve limits."""
+    return settings.wraps if robot.limits.wraps.any() else np.zeros(robot.n_joints, bool)
+
+
+def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
+    """Per-problem box (n, lanes): the solve's limits (+-inf for a bound turned off), tightened
+    around the seed by max_deviation; inactive joints pinned to the seed. Also which joints wrap
+    (continuous, unbounded)."""
+    column = lambda x: x[:, None]
+    active = column(settings.active)
+    deviation = column(settings.max_deviation)
+    limit_low, limit_high = column(settings.lower), column(settings.upper)
+    continuous = column(_wrapping(robot, settings))
+    # A continuous joint has no limits: near the seed its box is [seed - d, seed + d] in
+    # unwrapped angles (it may cross +-pi; the answer is wrapped at the end, _packed_solve).
+    lower = jnp.where(continuous, seed - deviation, jnp.maximum(limit_low, seed - deviation))
+    upper = jnp.where(continuous, seed + deviation, jnp.minimum(limit_high, seed + deviation))
+    lower = jnp.where(active, lower, seed)
+    upper = jnp.where(active, upper, seed)
+    wraps = continuous & jnp.isinf(deviation) & active
+    lower = jnp.where(wraps, -jnp.pi, lower)  # restart points for wrapping joints
+    upper = jnp.where(wraps, jnp.pi, upper)
+    return lower, upper, wraps
+
+
+def _into_bounds(q, lower, upper, wraps):
+    wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
+    return jnp.where(wraps, wrapped, jnp.clip(q, lower, upper))
+
+
+def _evaluate(robot: Robot, objectives: Objectives, q: jax.Array, settings: _Settings):
+    """Objectives at q (n, lanes): residual (m, lanes), Jacobian (m, n, lanes) with inactive
+    columns zeroed, errors (k, lanes), cost (lanes,), converged (lanes,)."""
+    residual, jacobian, pos_err, rot_err = obj.evaluate_t(robot, q, objectives)
+    active = settings.active.astype(q.dtype)[:, None]
+    jacobian = jacobian * active[None]
+    offset = (q - settings.rest[:, None]) * active
+    cost = jnp.sum(residual**2, 0) + settings.rest_weight * jnp.sum(offset**2, 0)
+    converged = jnp.all(pos_err <= settings.tolerances[0], 0) & jnp.all(
+        rot_err <= settings.tolerances[1], 0
+    )
+    return residual, jacobian, pos_err, rot_err, cost, converged
+
+
+class _Layout:
+    """Column layout of the packed per-lane records (one array each, so that a select or a
+    scatter over the whole record is one kernel, not one per field)."""
+
+    def __init__(self, n: int, m: int, k: int):
+        self.n, self.m, self.k = n, m, k
+        # accepted point: q, residual, Jacobian, position / orientation errors, cost
+        self.acc = _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
+        self.out = _answer_columns(n, k)
+
+    def acc_width(self) -> int:
+        return self.acc["cost"].stop
+
+
+def _sample_box(lower, upper, settings: _Settings):
+    """The box (n, lanes) restart points are drawn from: ``lower``/``upper`` with a bound that
+    is turned off for this solve (infinite) replaced by the settings' finite sampling box."""
+    lower = jnp.where(jnp.isfinite(lower), lower, settings.sample_lower[:, None])
+    upper = jnp.where(jnp.isfinite(upper), upper, settings.sample_upper[:, None])
+    return lower, upper
+
+
+def _restart_point(restart, seed, lower, upper, steps):
+    """Start of attempt ``restart`` (lanes,): the seed for 0, later a quasi-random point in the
+    finite box (see :func:`_sample_box`), the same sequence for every problem (an answer does
+    not depend on batch position)."""
+    u = jnp.mod(0.5 + restart[None, :] * steps, 1.0)
+    return jnp.where(restart[None, :] == 0, seed, lower + u * (upper - lower))
+
+
+def _accept(robot, objectives, q, settings, layout: _Layout, acc, best, lam):
+    """Evaluates ``q`` (n, lanes) and applies the LM acceptance: a lower cost replaces the
+    accepted record and relaxes the damping, a higher one stiffens it; the best record is kept.
+
+    Returns the accepted record, best record, damping and ``done`` (lanes,): converged at a
+    freshly accepted point."""
+    n, m = layout.n, layout.m
+    cost_row = layout.acc["cost"].start
+    residual, jacobian, pos_err, rot_err, cost, converged = _evaluate(
+        robot, objectives, q, settings
+    )
+    record = jnp.concatenate(
+        [q, residual, jacobian.reshape(m * n, q.shape[1]), pos_err, rot_err, cost[None]]
+    )
+    better = cost < acc[cost_row]
+    acc = jnp.where(better[None], record, acc)
+    lam = jnp.where(better, jnp.maximum(lam * _DAMPING_DOWN, 1e-7), lam * _DAMPING_UP)
+    best = jnp.where((acc[cost_row] < best[cost_row])[None], acc, best)
+    return acc, best, lam, better & converged
+
+
+def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
+    """The damped Gauss-Newton step from the accepted record, joints on a limit that the step
+    would push through frozen, put back into the box: the next q (n, lanes)."""
+    n, m = layout.n, layout.m
+    acc_q = acc[layout.acc["q"]]
+    residual = acc[layout.acc["residual"]]  # (m, lanes)
+    jacobian = acc[layout.acc["jacobian"]].reshape(m, n, -1)
+    active = settings.active[:, None]
+    # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
+    gradient = jnp.sum(jacobian * residual[:, None], axis=0)  # (n, lanes)
+    on_lower = (acc_q <= lower) & (gradient > 0)
+    on_upper = (acc_q >= upper) & (gradient < 0)
+    free = (active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(acc.dtype)
+    jf = jacobian * free[None]
+    hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
+    # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
+    gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
+    diagonal = lam[None] + (1.0 - free) + settings.rest_weight
+    eye = np.eye(n, dtype=acc.dtype)[:, :, None]  # numpy: a constant, not a kernel
+    step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
+    step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
+    return _into_bounds(acc_q + step, lower, upper, wraps)
+
+
+def _answer(layout: _Layout, acc, best, done, iterations):
+    """Answer records (out width, lanes): the converged point, else the best over restarts."""
+    answer = jnp.where(done[None], acc, best)
+    return jnp.concatenate(
+        [
+            answer[layout.acc["q"]],
+            done[None].astype(acc.dtype),
+            answer[layout.acc["pos"]],
+            answer[layout.acc["rot"]],
+            iterations[None].astype(acc.dtype),
+            answer[layout.acc["cost"]],
+        ]
+    )
+
+
+def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.Array:
+    """The one-problem program (bucket 1): the loop of :func:`_queue_solve` without the queue,
+    so the box is computed once and no iteration gathers or scatters problem data. A problem
+    that is not ``valid`` (NaN, a zero quaternion) runs no iteration and reports failure.
+
+    Returns the answer record (1, n + 3 + 2k) (see :func:`_answer_columns`).
+    """
+    n, dtype = seeds.shape[1], seeds.dtype
+    layout = _Layout(n, sum(o.n_rows for o in objectives), len(objectives))
+    steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
+    targets = jax.tree.map(lambda x: x[:1].T, objectives)  # fields (size, 1)
+    seed = seeds[:1].T  # (n, 1)
+    lower, upper, wraps = _bounds(robot, seed, settings)
+    sample_box = _sample_box(lower, upper, settings)  # once: the box is the same every step
+    empty = jnp.zeros((layout.acc_width(), 1), dtype).at[layout.acc["cost"].start].set(jnp.inf)
+    zero = jnp.zeros(1, jnp.int32)
+    restart0 = jnp.full(1, settings.first_restart, jnp.int32)
+    state = {
+        "q": _restart_point(restart0, seed, *sample_box, steps),
+        "acc": empty,
+        "best": empty,
+        "lam": jnp.full(1, _DAMPING_START, dtype),
+        "counters": jnp.stack([restart0, zero, zero]),  # restart, iterations (restart, total)
+        "finish": ~valid[:1],
+        "done": jnp.zeros(1, bool),
+    }
+
+    def body(s):
+        acc, best, lam, done = _accept(
+            robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
+        )
+        restarts, iters_restart, iters_total = s["counters"] + np.array([[0], [1], [1]], np.int32)
+        finish = done | (iters_total >= settings.max_iterations)
+        restart = ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+        restarts = restarts + restart.astype(jnp.int32)
+        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
+        start = _restart_point(restarts, seed, *sample_box, steps)
+        return {
+            "q": jnp.where(restart[None], start, stepped),
+            "acc": jnp.where(restart[None], empty, acc),
+            "best": best,
+            "lam": jnp.where(restart, _DAMPING_START, lam),
+            "counters": jnp.stack([restarts, jnp.where(restart, 0, iters_restart), iters_total]),
+            "finish": finish,
+            "done": done,
+        }
+
+    s = jax.lax.while_loop(lambda s: ~s["finish"][0], pooled_constants(body), state)
+    return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
+
+
+def _queue_solve(
+    robot: Robot,
+    objectives: Objectives,
+    seeds: jax.Array,
+    settings: _Settings,
+    lanes: int,
+    order: jax.Array,
+    n_queued: jax.Array,
+    budget: jax.Array,
+    first_restart: int,
+    out: jax.Array,
+) -> jax.Array:
+    """Solves the problems ``order[:n_queued]`` with ``lanes`` parallel solver states.
+
+    Each problem gets ``budget`` iterations over its restarts, numbered from
+    ``first_restart`` (0 = start at the seed). Answers update the records ``out``
+    (N, n + 3 + 2k: q, success, position and orientation errors per objective, iterations,
+    cost) where they are better than what is there.
+    """
+    n_problems, n = seeds.shape
+    dtype = seeds.dtype
+    m, k = sum(o.n_rows for o in objectives), len(objectives)
+    layout = _Layout(n, m, k)
+    acc_of, out_of = layout.acc, layout.out
+    steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
+    lane_ids = jnp.arange(lanes)
+    cost_row = acc_of["cost"].start
+
+    def problem(slot):
+        index = order[jnp.minimum(slot, n_problems - 1)]
+        picked = jax.tree.map(lambda x: x[index].T, objectives)  # fields (size, lanes)
+        seed = seeds[index].T  # (n, lanes)
+        return index, picked, seed, _bounds(robot, seed, settings)
+
+    def restart_point(restart, seed, lower, upper):
+        return _restart_point(restart, seed, *_sample_box(lower, upper, settings), steps)
+
+    first = jnp.where(lane_ids < n_queued, lane_ids, n_problems)  # lanes beyond it start idle
+    _, _, seed0, (lower0, upper0, _) = problem(first)
+    restart0 = jnp.full(lanes, first_restart, jnp.int32)  # may be traced
+    empty_acc = jnp.zeros((layout.acc_width(), lanes), dtype).at[cost_row].set(jnp.inf)
+    state = {
+        "slot": first,
+        "next": jnp.minimum(jnp.int32(lanes), n_queued),
+        "counters": jnp.stack([restart0, 0 * restart0, 0 * restart0]),  # restart, iterations
+        "lam": jnp.full(lanes, _DAMPING_START, dtype),
+        "q": restart_point(restart0, seed0, lower0, upper0),
+        "acc": empty_acc,
+        "best": empty_acc,
+        "out": out,
+    }
+
+    def body(s):
+        live = s["slot"] < n_queued
+        index, targets, _seed, (lower, upper, wraps) = problem(s["slot"])
+        acc, best, lam, done = _accept(
+            robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
+        )
+
+        restarts, iters_restart, iters_total = s["counters"]
+        iters_restart, iters_total = iters_restart + 1, iters_total + 1
+        finish = live & (done | (iters_total >= budget))
+        restart = (
+            live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+        )
+
+        # Finished lanes write their answer (the converged point, else the best over
+        # restarts) unless an earlier pass left a better one.
+        previous = s["out"][index].T  # (out width, lanes)
+        iterations = iters_total + previous[out_of["iterations"].start].astype(jnp.int32)
+        rows = _answer(layout, acc, best, done, iterations)
+        keep_previous = (previous[out_of["success"].start] > 0.5) | (
+            ~done & (previous[out_of["cost"].start] <= rows[out_of["cost"].start])
+        )
+        rows = jnp.where(
+            keep_previous[None],
+            previous.at[out_of["iterations"]].set(rows[out_of["iterations"]]),
+            rows,
+        )
+        out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows.T, mode="drop")
+
+        # ... and take the next problems from the queue, in lane order.
+        slot = jnp.where(finish, s["next"] + jnp.cumsum(finish) - 1, s["slot"])
+        next_slot = s["next"] + jnp.sum(finish, dtype=jnp.int32)
+        _, _, new_seed, (new_lower, new_upper, _) = problem(slot)
+        restarts = jnp.where(finish, first_restart, restarts + restart.astype(jnp.int32))
+        reset = finish | restart
+        start = restart_point(restarts, new_seed, new_lower, new_upper)
+
+        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
+
+        return {
+            "slot": slot,
+            "next": next_slot,
+            "counters": jnp.stack(
+                [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)]
+            ),
+            "lam": jnp.where(reset, _DAMPING_START, lam),
+            "q": jnp.where(reset[None], start, stepped),
+            "acc": jnp.where(reset[None], empty_acc, acc),
+            "best": jnp.where(finish[None], empty_acc, best),
+            "out": out,
+        }
+
+    state = jax.lax.while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state)
+    return state["out"]
+
+
+def _solve_all(
+    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int, valid
+) -> jax.Array:
+    """All problems ``[0, n_valid)``: a capped pass, then a pass over the leftovers.
+
+    The queue keeps lanes busy, but a few hard targets (many restarts) started late would
+    still hold all lanes at the end. So the first pass caps each problem at a few restarts,
+    and a second pass gives the unsolved ones, queued together, the rest of their budget.
+    Both passes run the same compiled loop (a loop over passes), so compile time does not
+    double.
+    """
+    n_problems, n = seeds.shape
+    k = len(objectives)
+    columns = _answer_columns(n, k)
+    out = jnp.zeros((n_problems, columns["cost"].stop), seeds.dtype)
+    out = out.at[:, columns["cost"]].set(jnp.inf)
+    problems = jnp.arange(n_problems)
+    if n_problems == 1:  # one problem: one pass with the whole budget, no queue
+        return _single_solve(robot, objectives, seeds, settings, valid)
+    cap = jnp.minimum(
+        settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart
+    )
+
+    def one_pass(pass_index, out):
+        first = pass_index == 0
+        unsolved = (out[:, columns["success"].start] < 0.5) & (problems < n_valid)
+        order = jnp.where(first, problems, jnp.argsort(~unsolved, stable=True))
+        return _queue_solve(
+            robot,
+            objectives,
+            seeds,
+            settings,
+            lanes,
+            order,
+            jnp.where(
+                first,
+                n_valid,
+                jnp.where(settings.max_iterations > cap, jnp.sum(unsolved, dtype=jnp.int32), 0),
+            ),
+            jnp.where(first, cap, settings.max_iterations - cap),
+            settings.first_restart + jnp.where(first, 0, _FIRST_PASS_RESTARTS),
+            out,
+        )
+
+    return jax.lax.fori_loop(0, 2, one_pass, out)
+
+
+_FIRST_PASS_RESTARTS = 3
+# Lanes on a CPU: past ~512-byte buffers XLA:CPU runs a program's kernels on its thread pool,
+# and per-iteration overhead grows; 16 lanes measured best on 2 cores (bench/ik_lanes.py).
+_CPU_LANES = 16
+# Levenberg-Marquardt damping: start, and factors on an accepted / rejected step.
+_DAMPING_START, _DAMPING_DOWN, _DAMPING_UP = 0.3, 0.35, 3.0  # tuned: bench/tune_ik.py
+_MAX_STEP = np.inf  # rad or m per joint and iteration
+
+
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
+    """The jitted entry point: one flat array in (the packed settings, then the (N, n + 18 k)
+    rows of seeds and targets), one (N, n + 3 + 2k) array out. ``robot`` holds the links the
+    objectives need (see Robot.subtree) and every actuated joint.
+
+    One argument, not two: each argument of a jitted call is a separate host-to-device copy
+    (~3 us on a CPU), a noticeable share of a single small solve. The program also does the
+    per-row preparation that would otherwise cost host time per call (a few fused kernels
+    here, several microseconds of Python there): seeds into the limits, target quaternions
+    made unit, and a row with NaN or a zero quaternion marked invalid (see _single_solve).
+
+    Output columns: q (n, inside the float64 limits once widened to float64), success,
+    position errors (k), orientation errors (k), iterations, cost.
+    """
+    n = robot.n_joints
+    width = n + _WIDTH * len(structure)
+    settings, n_valid = _Settings.unpack(packed[: _Settings.size(n)], n)
+    params = packed[_Settings.size(n) :].reshape(-1, width)
+    valid = jnp.all(jnp.isfinite(params), axis=1)
+    lower, upper, continuous = settings.lower, settings.upper, _wrapping(robot, settings)
+    objectives = []
+    column = n
+    for kind, link, reference, align_axis in structure:
+        fields = {}
+        for name, size in _FIELDS:
+            fields[name] = params[:, column : column + size]
+            column += size
+        wxyz, position = fields["target"][:, :4], fields["target"][:, 4:]
+        norm = jnp.sqrt(jnp.sum(wxyz * wxyz, axis=1, keepdims=True))
+        valid = valid & (norm[:, 0] > 1e-9)
+        fields["target"] = jnp.concatenate([wxyz / norm, position], axis=1)
+        objectives.append(
+            obj.Objective(
+                **fields, kind=kind, link=link, reference=reference, align_axis=align_axis
+            )
+        )
+    seeds = _wrap_or_clip(params[:, :n], lower, upper, continuous)
+    # Only the joints that move an objective's link are unknowns (a Panda's finger joint is
+    # not, for its hand): a smaller system; the others keep their seed values.
+    joints = tuple(sorted({i for i in robot.q_index if i >= 0}))
+    if len(joints) < n:
+        pick = np.asarray(joints)
+        reduced = settings.take(pick)
+        robot = robot.with_joints(joints)
+        out = _solve_all(robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid)
+        out = jnp.concatenate(
+            [seeds.at[:, pick].set(out[:, : len(joints)]), out[:, len(joints) :]], 1
+        )
+    else:
+        out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid)
+    q = _wrap_or_clip(out[:, :n], lower, upper, continuous)
+    return jnp.concatenate([q, out[:, n:]], axis=1)
+
+
+def _wrap_or_clip(q, lower, upper, continuous):
+    """(N, n): continuous joints wrapped to [-pi, pi), then every joint clipped into the
+    (inward-rounded) limits: a continuous joint's are +-pi, and a float32 wrap can land on
+    -pi rounded outwards."""
+    wrapped = jnp.where(continuous, jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi, q)
+    return jnp.clip(wrapped, lower, upper)
+
+
+def _sharded_solve(robot: Robot, structure: tuple, lanes: int, settings_vector, params):
+    """:func:`_packed_solve` of one device's share of the problems (the body of a
+    ``shard_map``): ``settings_vector`` (_Settings.size(n),) the same on every device, ``params``
+    (N / devices, n + 18 k) this device's rows. The count of real (not padding) problems in
+    the settings becomes this share's."""
+    rows = params.shape[0]
+    first = jax.lax.axis_index(devices.AXIS) * rows
+    last = _Settings.size(robot.n_joints) - 1  # n_valid: the packed settings' last entry
+    local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
+    packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
+    return _packed_solve(robot, structure, lanes, packed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShardedProgram:
+    """A program of :func:`_sharded_solve` over several devices: settings and rows are
+    separate arguments (the rows split over the devices, the settings copied)."""
+
+    program: object
+
+    def __call__(self, settings_vector: np.ndarray, params: np.ndarray) -> jax.Array:
+        return self.program(settings_vector, params)
+
+
+def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """Calls a program of :func:`_packed_solve` (or a :class:`_ShardedProgram`) on host
+    arrays; its answer records, a numpy array (N, n + 3 + 2k)."""
+    if isinstance(program, _ShardedProgram):
+        return np.asarray(program(settings_vector, params))
+    return np.asarray(program(np.concatenate([settings_vector, params.ravel()])))

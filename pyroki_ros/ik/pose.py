@@ -1,0 +1,134 @@
+"""PoseSolver, the low-overhead path for a stream of single pose targets, and small helpers
+(the persistent compilation cache, residual and Jacobian of objectives)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+
+from pyroki_ros import objectives as obj
+from pyroki_ros.ik.settings import IKResult, _answer_columns, _Settings, structure
+from pyroki_ros.model.robot import Robot
+
+if TYPE_CHECKING:
+    from pyroki_ros.ik.solver import IKSolver
+
+
+class PoseSolver:
+    """A prepared pose problem for one link: the low-overhead path for a stream of single
+    targets (teleoperation, benchmarks). Everything but the target and the seed is checked
+    and packed once, so a call is one small array copy and one compiled program call.
+
+    Create with :meth:`IKSolver.pose_solver`.
+    """
+
+    def __init__(
+        self,
+        solver: IKSolver,
+        link: str,
+        reference: str | None,
+        position_weight: float,
+        orientation_weight: float,
+        options: dict,
+    ):
+        template = obj.pose(
+            link,
+            np.array([1.0, 0, 0, 0, 0, 0, 0]),
+            reference=reference,
+            position_weight=position_weight,
+            orientation_weight=orientation_weight,
+        )
+        obj.validate(solver.robot, (template,))
+        self._solver = solver
+        self._template = template
+        self._options = options
+        settings = solver.settings(**options)
+        # The program's flat input is [settings, seed, target, the template's other fields];
+        # the plans of a call without and with a time budget (see IKSolver.solve()).
+        self._plans = {timed: solver.stage_plan(settings, timed) for timed in (False, True)}
+        tail = [template.axis, template.local_point, template.local_axis, template.weights]
+        n = self._n = solver.robot.n_joints
+        self._seed = slice(_Settings.size(n), _Settings.size(n) + n)
+        self._target = slice(self._seed.stop, self._seed.stop + 7)
+        self._inputs = {}  # seed (default: the middle of the limits), target filled in per call
+        for timed, plan in self._plans.items():
+            inputs = np.concatenate([plan.packed, np.zeros(n + 7), *tail], dtype=plan.dtype)
+            inputs[self._seed] = plan.seed
+            self._inputs[timed] = inputs
+        self._structure = (structure(template),)
+        self._program = solver.program(self._structure, 1)
+        self._success = _answer_columns(n, 1)["success"].start
+
+    def __call__(self, target, seed=None, *, timeout: float = 0.0) -> IKResult:
+        """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center),
+        within ``timeout`` s (0 = none; as for :meth:`IKSolver.solve`).
+
+        A batch of targets (*batch, 7) goes through :meth:`IKSolver.solve` instead.
+
+        Raises:
+            ValueError: NaN or infinite values, a zero quaternion.
+        """
+        shape = getattr(target, "shape", None) or np.shape(target)  # an array's is cheaper
+        if shape != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
+            return self._solver.solve(
+                obj.pose(
+                    self._template.link,
+                    target,
+                    reference=self._template.reference,
+                    position_weight=self._template.weights[0],
+                    orientation_weight=self._template.weights[1],
+                ),
+                seed=seed,
+                timeout=timeout,
+                **self._options,
+            )
+        # Straight into the program's input: it normalises the quaternion, puts the seed
+        # into the limits and flags NaN (checked below, off the path of a solved target).
+        timed = timeout > 0
+        packed = self._inputs[timed].copy()
+        packed[self._target] = target
+        if seed is not None:
+            packed[self._seed] = seed
+        start = time.perf_counter()
+        out = np.asarray(self._program(packed))
+        row = None  # needed only by a second stage
+        if out[0, self._success] < 0.5:  # restarts left, a rest bias, or invalid input
+            self._check(packed)
+            row = packed[self._seed.start :].reshape(1, -1)
+        return self._solver.finish_one(
+            out, row, self._plans[timed], self._structure, start, timeout
+        )
+
+    def _check(self, packed: np.ndarray) -> None:
+        problem = packed[self._seed.start : self._target.stop]
+        if not np.isfinite(problem).all():
+            raise ValueError("target or seed contain NaN or infinite values")
+        if not np.linalg.norm(problem[self._n : self._n + 4]) > 1e-9:
+            raise ValueError("target quaternion is zero")
+
+
+def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:
+    """Keeps compiled programs on disk (JAX's persistent cache), so that a new process
+    reuses them instead of compiling again. Default: ``$XDG_CACHE_HOME/pyroki_ros/xla``."""
+    if directory is None:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        directory = Path(base) / "pyroki_ros" / "xla"
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return directory
+
+
+def residual_and_jacobian(robot: Robot, objectives, q) -> obj.Evaluation:
+    """Weighted residual (*batch, m), its Jacobian (*batch, m, n), per-objective errors."""
+    if isinstance(objectives, obj.Objective):
+        objectives = (objectives,)
+    obj.validate(robot, tuple(objectives))
+    return obj.evaluate(robot, q, tuple(objectives))

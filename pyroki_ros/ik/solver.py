@@ -1,0 +1,612 @@
+"""IKSolver: checks a call's options and problems, packs them, keeps the compiled programs
+(one per objective structure and batch bucket) and runs the stages of a solve: the first
+stage, the second (the rest of the iteration budget, within a time budget), or rounds of
+restarts with a feasibility check."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from pyroki_ros import devices
+from pyroki_ros import objectives as obj
+from pyroki_ros.ik.lm import (
+    _CPU_LANES,
+    _FIRST_PASS_RESTARTS,
+    _packed_solve,
+    _run,
+    _sharded_solve,
+    _ShardedProgram,
+)
+from pyroki_ros.ik.pose import PoseSolver
+from pyroki_ros.ik.settings import (
+    DEFAULT_ITERATIONS_PER_RESTART,
+    DEFAULT_ORIENTATION_TOLERANCE,
+    DEFAULT_POSITION_TOLERANCE,
+    IKResult,
+    _answer_columns,
+    _Settings,
+    bucket,
+    structure,
+)
+from pyroki_ros.model.limits import JointLimits
+from pyroki_ros.model.robot import Robot
+
+
+@dataclasses.dataclass(frozen=True)
+class StagePlan:
+    """How a solve with given options runs one problem (see :meth:`IKSolver.stage_plan`): the
+    interface :class:`PoseSolver` prepares its calls with."""
+
+    settings: _Settings  # the checked options
+    first: _Settings  # the first stage's (see IKSolver._first_stage)
+    packed: np.ndarray  # (_Settings.size(n),) ``first`` packed for one problem, program dtype
+    seed: np.ndarray  # (n,) float64, the default seed: the middle of the solve's limits
+    dtype: np.dtype  # the program's
+
+
+class IKSolver:
+    """Solves IK problems for one robot; keeps one compiled program per problem structure.
+
+    Example:
+        >>> solver = IKSolver(robot)
+        >>> result = solver.solve(objectives.pose("panda_hand", target_wxyz_xyz))
+    """
+
+    def __init__(self, robot: Robot, *, lanes: int | None = None, device: str | None = None):
+        self.robot = robot
+        try:
+            self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
+        except RuntimeError as e:
+            raise ValueError(f"device '{device}' is not available here: {e}") from None
+        # CPU: a few lanes keep each step's arrays small and cache-resident; GPU: one lane per
+        # problem, all in parallel.
+        self._max_lanes = lanes or (_CPU_LANES if self.device.platform == "cpu" else 1 << 16)
+        # Several local devices of this platform: batches are split over them (devices.py).
+        self._mesh = devices.batch_mesh(self.device.platform)
+        self._programs: dict = {}
+        self._lock = threading.Lock()
+        self._settings_cache: dict = {}
+        self._derived: dict = {}  # see _per_settings
+        # Host copies, so that a call does no device round trip before the solve itself.
+        self._lower, self._upper = np.array(robot.limits.bounds, np.float64).reshape(-1, 2).T
+        self._center = (self._lower + self._upper) / 2
+        self._continuous = np.asarray(robot.continuous, bool)
+        self._any_continuous = bool(self._continuous.any())
+        self._dtype = np.dtype(robot.dtype)
+
+    def program(self, structure: tuple, size: int):
+        """The compiled solver for an objective structure and a batch bucket size (a
+        :class:`_ShardedProgram` when a batch is split over several devices: ``size`` then a
+        multiple of their count, see :meth:`_size`)."""
+        mesh = self._mesh if size > 1 else None
+        lanes = min(self._max_lanes, size // (mesh.size if mesh is not None else 1))
+        key = (structure, lanes, mesh is not None)
+        program = self._programs.get(key)
+        if program is None:
+            with self._lock:  # one jitted function per key, even under concurrent first calls
+                program = self._programs.get(key)
+                if program is None:
+                    links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
+                    pruned = self.robot.subtree(tuple(sorted(links)))
+                    if mesh is None:
+                        pruned = jax.device_put(pruned, self.device)
+                        fn = functools.partial(_packed_solve, pruned, structure, lanes)
+                        program = jax.jit(fn)
+                    else:  # the robot as constants of the program (every device), rows split
+                        pruned = jax.tree.map(np.asarray, pruned)
+                        fn = functools.partial(_sharded_solve, pruned, structure, lanes)
+                        program = _ShardedProgram(
+                            devices.over_devices(fn, mesh, (devices.SAME, devices.ROWS))
+                        )
+                    self._programs[key] = program
+        return program
+
+    def _size(self, count: int) -> int:
+        """Rows of the program for ``count`` problems: the bucket, a multiple of the device
+        count when batches are split over several devices."""
+        size = bucket(count)
+        return devices.padded_size(size, self._mesh) if size > 1 else size
+
+    def forget(self, structure: tuple) -> None:
+        """Drops the compiled programs of an objective structure (``tuple(structure(o))``
+        per objective): their executables are freed once no caller holds them."""
+        with self._lock:
+            for key in [k for k in self._programs if k[0] == structure]:
+                del self._programs[key]
+
+    @property
+    def compiled_programs(self) -> int:
+        """How many programs this solver has compiled and keeps (one per objective structure,
+        lane count and argument signature): a solve that needs no new program leaves it as is."""
+        with self._lock:
+            programs = list(self._programs.values())
+        total = 0
+        for program in programs:
+            jitted = program.program if isinstance(program, _ShardedProgram) else program
+            size = getattr(jitted, "_cache_size", None)
+            total += size() if size is not None else 1
+        return total
+
+    def _cached_settings(self, options: dict) -> _Settings:
+        # Options repeat from call to call (a teleop loop, a benchmark): check them once.
+        try:
+            key = tuple(
+                (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in options.items()
+            )
+            hash(key)
+        except TypeError:  # numpy arrays and the like: no caching
+            return self.settings(**options)
+        settings = self._settings_cache.get(key)
+        if settings is None:  # get-then-set: safe when several threads share the solver
+            if len(self._settings_cache) > 64:
+                self._settings_cache.clear()
+            settings = self._settings_cache[key] = self.settings(**options)
+        return settings
+
+    def _per_settings(self, settings: _Settings, extra, make):
+        """``make()``, kept per (settings object, ``extra``): repeated calls with the cached
+        settings (a request stream, teleop) skip the work. Keyed on identity, checked against
+        the object itself, so a recycled id never returns a stale entry."""
+        key = (id(settings), extra)
+        entry = self._derived.get(key)
+        if entry is None or entry[0] is not settings:
+            if len(self._derived) > 128:
+                self._derived.clear()
+            entry = self._derived[key] = (settings, make())
+        return entry[1]
+
+    def _first_stage(self, settings: _Settings, timed: bool) -> _Settings:
+        """Settings of a call's first stage: with a rest bias, a short biased stage; with a
+        time budget, the attempt from the seed only (the second stage, :meth:`_continue`, gets
+        the rest)."""
+        if not (settings.rest_weight > 0 or timed):
+            return settings
+
+        def make() -> _Settings:
+            first = settings
+            if settings.rest_weight > 0:
+                first = dataclasses.replace(
+                    first,
+                    max_iterations=min(first.max_iterations, 2 * first.iterations_per_restart),
+                )
+            if timed:
+                first = dataclasses.replace(
+                    first,
+                    max_iterations=min(first.max_iterations, settings.iterations_per_restart),
+                )
+            return first
+
+        return self._per_settings(settings, ("first stage", timed), make)
+
+    def stage_plan(self, settings: _Settings, timed: bool) -> StagePlan:
+        """What a single-problem call with ``settings`` (from :meth:`settings`) needs, prepared
+        once: the first stage's settings packed, the default seed. ``timed``: with a time
+        budget. Finish such a call with :meth:`finish_one`."""
+        first = self._first_stage(settings, timed)
+        seed = self._center if settings.center is None else settings.center
+        return StagePlan(settings, first, self._packed(first, 1), seed, self._dtype)
+
+    def finish_one(
+        self,
+        out: np.ndarray,
+        row: np.ndarray,
+        plan: StagePlan,
+        keys: tuple,
+        start: float,
+        timeout: float = 0.0,
+    ) -> IKResult:
+        """The result of one problem from its first stage's answer ``out`` (1, out width):
+        when that did not succeed, the second stage (:meth:`_second_stage`) first. ``row``
+        (1, n + 18 k): the problem's input row (seed, objective fields); ``keys``: the
+        objective structure; ``start``: perf_counter at the first stage's start."""
+        columns = _answer_columns(self.robot.n_joints, len(keys))
+        timed_out = False
+        if out[0, columns["success"].start] < 0.5:
+            out, timed_out = self._second_stage(
+                out, row, plan.settings, plan.first, keys, start, timeout
+            )
+        return self._one_result(out[0], columns, time.perf_counter() - start, timed_out)
+
+    def _packed(self, settings: _Settings, count: int) -> np.ndarray:
+        """``settings`` packed for ``count`` problems. A host array, like every other argument:
+        a device array would be a different jit signature (a second compilation)."""
+        return self._per_settings(
+            settings, ("packed", count), lambda: settings.pack(count, self._dtype)
+        )
+
+    def into_limits(self, q: np.ndarray, limits: JointLimits | None = None) -> np.ndarray:
+        """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped (the
+        solver's rule, applied to seeds before they are cast to the program's dtype, so that
+        a continuous joint's accumulated angle wraps exactly). ``limits``: per-solve limits
+        (default the robot's)."""
+        if limits is not None:
+            return limits.clip(q)
+        clipped = np.minimum(np.maximum(q, self._lower), self._upper)
+        if not self._any_continuous:
+            return clipped
+        wrapped = np.mod(q + np.pi, 2 * np.pi) - np.pi
+        return np.where(self._continuous, wrapped, clipped)
+
+    def pose_solver(
+        self,
+        link: str,
+        *,
+        reference: str | None = None,
+        position_weight: float = 1.0,
+        orientation_weight: float = obj.POSE_ORIENTATION_WEIGHT,
+        **options,
+    ) -> PoseSolver:
+        """A prepared single-target pose solver for ``link`` (see :class:`PoseSolver`);
+        ``options`` as for :meth:`solve`."""
+        return PoseSolver(self, link, reference, position_weight, orientation_weight, options)
+
+    def settings(
+        self,
+        *,
+        active_joints=None,
+        max_deviation=None,
+        rest=None,
+        rest_weight: float = 0.0,
+        position_tolerance: float = DEFAULT_POSITION_TOLERANCE,
+        orientation_tolerance: float = DEFAULT_ORIENTATION_TOLERANCE,
+        iterations_per_restart: int = DEFAULT_ITERATIONS_PER_RESTART,
+        max_iterations: int = 1000,
+        limits: JointLimits | None = None,
+    ) -> _Settings:
+        """Checks and gathers the per-call options (see :meth:`solve`)."""
+        robot = self.robot
+        n = robot.n_joints
+        active = np.ones(n, bool)
+        if active_joints is not None:
+            active_joints = list(active_joints)
+            if not active_joints:
+                raise ValueError("active_joints is empty: give at least one joint (or None = all)")
+            active[:] = False
+            for name in active_joints:
+                active[robot.joint_index(name)] = True
+        deviation = np.full(n, np.inf)
+        if max_deviation is not None:
+            deviation = np.asarray(max_deviation, np.float64)
+            if deviation.shape not in ((), (n,)):
+                raise ValueError(f"max_deviation must be one number or {n} numbers")
+            deviation = np.broadcast_to(deviation, (n,)).copy()
+            if np.any(np.isnan(deviation)) or np.any(deviation < 0):
+                raise ValueError("max_deviation must be >= 0 (per joint or one number)")
+        rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
+        if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
+            raise ValueError(f"rest must be {n} finite joint values")
+        for name, value in (
+            ("position_tolerance", position_tolerance),
+            ("orientation_tolerance", orientation_tolerance),
+        ):
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
+        if not rest_weight >= 0:
+            raise ValueError(f"rest_weight must be >= 0, got {rest_weight}")
+        if iterations_per_restart < 1 or max_iterations < 1:
+            raise ValueError("iterations_per_restart and max_iterations must be >= 1")
+        return _Settings(
+            active=active,
+            max_deviation=deviation,
+            rest=rest_q,
+            **self._limit_fields(limits),
+            rest_weight=rest_weight,
+            tolerances=(position_tolerance, orientation_tolerance),
+            iterations_per_restart=iterations_per_restart,
+            max_iterations=max_iterations,
+            first_restart=0,
+        )
+
+    def _limit_fields(self, limits: JointLimits | None) -> dict:
+        """The settings' limit fields for per-solve ``limits`` (None: the robot's), checked."""
+        urdf = self.robot.limits
+        if limits is not None:
+            limits = self._checked_limits(limits)
+        effective = urdf if limits is None else limits
+        # Rounded inwards in the program's dtype, held as float64: packing casts them exactly.
+        lower, upper = (x.astype(np.float64) for x in effective.inner(self._dtype))
+        # Restart points: inside the finite box; a bound turned off samples up to the URDF's.
+        finite_low, finite_high = np.isfinite(lower), np.isfinite(upper)
+        sample_upper = np.where(
+            finite_high, upper, np.maximum(urdf.upper, np.where(finite_low, lower, -np.inf))
+        )
+        sample_lower = np.where(finite_low, lower, np.minimum(urdf.lower, sample_upper))
+        return {
+            "lower": lower,
+            "upper": upper,
+            "sample_lower": sample_lower,
+            "sample_upper": sample_upper,
+            "wraps": effective.wraps,
+            "limits": limits,
+            "center": None if limits is None else (sample_lower + sample_upper) / 2,
+        }
+
+    def _checked_limits(self, limits: JointLimits) -> JointLimits | None:
+        """Per-solve limits, checked against the robot's: ValueError unless a
+        :class:`JointLimits` for its joints whose finite bounds lie inside the URDF's (as
+        ``robot.limits.narrowed(...)`` makes them). None when they are the robot's own."""
+        urdf = self.robot.limits
+        if not isinstance(limits, JointLimits):
+            raise TypeError(
+                "limits must be a JointLimits (robot.limits.narrowed(lower, upper)), "
+                f"got {type(limits).__name__}"
+            )
+        if limits == urdf:
+            return None
+        if limits.n != urdf.n:
+            raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
+        low, high = limits.lower, limits.upper
+        bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
+        bad |= limits.wraps & ~urdf.wraps  # a joint with limits in the URDF cannot wrap
+        bad |= np.isfinite(low) & (low < urdf.lower - 1e-12)
+        bad |= np.isfinite(high) & (high > urdf.upper + 1e-12)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"limits: joint '{self.robot.joint_names[i]}' [{low[i]:.6g}, {high[i]:.6g}] is "
+                f"empty or not inside its URDF limits [{urdf.lower[i]:.6g}, {urdf.upper[i]:.6g}] "
+                "(turn a bound off with -inf / +inf)"
+            )
+        return limits
+
+    def solve(
+        self,
+        objectives,
+        seed=None,
+        *,
+        limits: JointLimits | None = None,
+        feasible: Callable[[np.ndarray], np.ndarray] | None = None,
+        timeout: float = 0.0,
+        **options,
+    ) -> IKResult:
+        """Solves every problem in the batch.
+
+        Args:
+            objectives: one :class:`~pyroki_ros.objectives.Objective` or a sequence of them,
+                all broadcastable to a common batch shape ``(*batch,)``.
+            seed: (*batch, n_joints) or (n_joints,) start configuration; default the middle
+                of the limits. Also the value of inactive joints.
+            **options: active_joints (names; the others stay at the seed), max_deviation
+                (solve-nearby: each joint within this of the seed), rest and rest_weight
+                (a w |q - rest|^2 term that biases redundant robots towards ``rest``; problems
+                it keeps from the tolerance are finished without it), position_tolerance
+                (m, default 1e-3),
+                orientation_tolerance (rad, default 1 degree), iterations_per_restart
+                (default 15), max_iterations (per problem over all restarts, default 1000).
+            timeout: wall-clock budget in s (0 = none). The first attempt from the seed always
+                runs; the restarts of the problems it leaves unsolved then get the iterations
+                that fit in the time left (estimated from the first attempt's cost per
+                iteration), so a call ends near ``timeout`` unless one attempt alone is longer.
+                ``IKResult.timed_out`` says whether the budget cut the restarts short.
+            limits: joint limits of this solve (``robot.limits.narrowed(lower, upper)``: a
+                narrower box, or a bound turned off with -inf / +inf); default the robot's.
+                They travel as arrays into the compiled program: no recompile. Seeds are put
+                into them, restart points drawn inside them (a bound turned off: up to the
+                URDF's), answers lie inside them.
+            feasible: a batched check of answers, (N, n_joints) float64 -> (N,) bool, applied on
+                the host to every answer that meets the objectives; one that fails it does not
+                end the search: the solve goes on in rounds of fresh restarts until a feasible
+                answer is found or the iterations (or ``timeout``) run out. ``success`` then
+                means "meets the objectives and is feasible".
+
+        Returns:
+            IKResult with numpy arrays of batch shape ``(*batch,)``.
+
+        Raises:
+            ValueError: unknown links or joints, NaN/inf targets or seeds, wrong shapes,
+                negative max_deviation, an empty batch, limits that are not inside the URDF's
+                or empty, a ``feasible`` that does not return (N,) values.
+        """
+        robot = self.robot
+        if isinstance(objectives, obj.Objective):
+            objectives = (objectives,)
+        objectives = tuple(objectives)
+        obj.validate(robot, objectives, check_values=False)  # values: checked once packed
+        if limits is not None:
+            options = {**options, "limits": limits}
+        settings = self._cached_settings(options)
+        n = robot.n_joints
+        if seed is None:
+            seed = self._center if settings.center is None else settings.center
+        else:
+            seed = np.asarray(seed, np.float64)
+            if seed.ndim == 0 or seed.shape[-1] != n:
+                raise ValueError(f"seed must have shape (*batch, {n}), got {seed.shape}")
+            seed = self.into_limits(seed, settings.limits)  # NaN survives: checked below
+        shapes = {seed.shape[:-1]} | {o.batch_shape for o in objectives}
+        try:
+            batch = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise ValueError(
+                "objectives and seed have batch shapes that do not broadcast: "
+                f"{[o.batch_shape for o in objectives]} and {seed.shape[:-1]}"
+            ) from None
+        count = math.prod(batch)
+        if count == 0:
+            raise ValueError("empty batch: nothing to solve")
+
+        columns = [seed]
+        for o in objectives:
+            columns += [o.target, o.axis, o.local_point, o.local_axis, o.weights]
+        if batch != ():
+            columns = [
+                np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns
+            ]
+        params = np.concatenate(columns, axis=-1, dtype=self._dtype).reshape(count, -1)
+        if not np.isfinite(params).all():
+            what = "the seed" if not np.isfinite(params[:, :n]).all() else "an objective"
+            raise ValueError(f"{what} contains NaN or infinite values")
+        keys = tuple(structure(o) for o in objectives)
+        columns = _answer_columns(n, len(objectives))
+        start = time.perf_counter()
+        if feasible is None:
+            out, timed_out = self._staged(params, settings, keys, start, timeout)
+        else:
+            out, timed_out = self._rounds(params, settings, keys, start, timeout, feasible)
+        return self._result(out, columns, batch, time.perf_counter() - start, timed_out)
+
+    def _staged(
+        self, params: np.ndarray, settings: _Settings, keys: tuple, start: float, timeout: float
+    ) -> tuple[np.ndarray, bool]:
+        """Solves the problems ``params`` (count, width): the first stage, then the second
+        (see :meth:`_second_stage`). Returns the answer records (count, out width) and whether
+        the time budget cut the restarts short."""
+        count = len(params)
+        size = self._size(count)
+        if size > count:
+            params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
+        first_settings = self._first_stage(settings, timeout > 0)
+        out = _run(self.program(keys, size), self._packed(first_settings, count), params)[:count]
+        return self._second_stage(out, params, settings, first_settings, keys, start, timeout)
+
+    def _rounds(
+        self, params, settings: _Settings, keys: tuple, start: float, timeout: float, feasible
+    ) -> tuple[np.ndarray, bool]:
+        """:meth:`_staged` with a feasibility check: rounds of ``_FIRST_PASS_RESTARTS`` attempts,
+        each round's restarts numbered after the last one's (fresh restart points), over the
+        problems without a feasible converged answer yet, until the iteration budget or the
+        time runs out. Keeps the first feasible converged answer per problem, else the one of
+        lowest cost (reported unsuccessful)."""
+        n = self.robot.n_joints
+        columns = _answer_columns(n, len(keys))
+        success, cost = columns["success"].start, columns["cost"].start
+        iterations = columns["iterations"].start
+        count = len(params)
+        out = np.zeros((count, columns["cost"].stop), np.float64)
+        out[:, cost] = np.inf
+        todo = np.arange(count)
+        per_round = _FIRST_PASS_RESTARTS * settings.iterations_per_restart
+        spent = 0
+        timed_out = False
+        for round_index in itertools.count():
+            budget = min(per_round, settings.max_iterations - spent)
+            left = timeout - (time.perf_counter() - start)
+            if budget <= 0 or not len(todo) or (timeout > 0 and round_index and left <= 0):
+                timed_out = timed_out or (bool(len(todo)) and budget > 0)
+                break
+            stage = dataclasses.replace(
+                settings, max_iterations=budget, first_restart=round_index * _FIRST_PASS_RESTARTS
+            )
+            records, cut = self._staged(
+                params[todo],
+                stage,
+                keys,
+                time.perf_counter(),
+                max(left, 1e-9) if timeout > 0 else 0.0,
+            )
+            records = np.asarray(records, np.float64)
+            spent += budget
+            converged = records[:, success] > 0.5
+            ok = np.zeros(len(todo), bool)
+            if converged.any():
+                checked = np.asarray(feasible(records[converged, :n].copy()))
+                if checked.shape != (int(converged.sum()),):
+                    raise ValueError(
+                        f"feasible must return ({int(converged.sum())},) values for "
+                        f"({int(converged.sum())}, {n}) configurations, got {checked.shape}"
+                    )
+                ok[converged] = checked.astype(bool)
+            records[~ok, success] = 0.0  # an infeasible answer is no success
+            records[:, iterations] += out[todo, iterations]
+            better = ok | (records[:, cost] < out[todo, cost])
+            previous_iterations = records[:, iterations].copy()
+            out[todo] = np.where(better[:, None], records, out[todo])
+            out[todo, iterations] = previous_iterations
+            todo = todo[~ok]
+            timed_out = cut
+        return out, timed_out
+
+    def _second_stage(
+        self, out, params, settings, first_settings, structure, start: float, timeout: float
+    ) -> tuple[np.ndarray, bool]:
+        """After the first stage (``first_settings``): the problems it left unsolved get the
+        rest of their iteration budget, as much of it as fits in what is left of ``timeout``
+        (estimated from the first stage's cost per iteration). Returns the answer records
+        and whether the time budget cut the restarts short."""
+        columns = _answer_columns(self.robot.n_joints, len(structure))
+        failed = np.flatnonzero(out[:, columns["success"].start] < 0.5)
+        budget = settings.max_iterations - first_settings.max_iterations
+        timed_out = False
+        if len(failed) and budget > 0 and timeout > 0:
+            elapsed = time.perf_counter() - start
+            per_iteration = elapsed / max(float(out[:, columns["iterations"]].sum()), 1.0)
+            affordable = int((timeout - elapsed) / per_iteration / len(failed))
+            timed_out = affordable < budget
+            budget = min(budget, affordable)
+        if len(failed) and budget > 0:
+            out = self._continue(out, params, failed, settings, structure, budget, columns)
+        return out, timed_out
+
+    def _continue(self, out, params, failed, settings, structure, budget, columns) -> np.ndarray:
+        """Second stage for the problems ``failed`` left unsolved by the first: ``budget`` more
+        iterations each, without the rest term (it pulls the optimum off the task by
+        ~ w |q - rest| / sigma^2), starting from where they are unless a max_deviation box
+        (centred on the seed) holds them. Keeps the better answer per problem."""
+        n = self.robot.n_joints
+        again = params[failed].copy()
+        stage = dataclasses.replace(settings, rest_weight=0.0, max_iterations=budget)
+        if not np.isfinite(settings.max_deviation).any():
+            again[:, :n] = out[failed, :n]
+            stage = dataclasses.replace(stage, first_restart=0)  # 0: go on from the answer
+        size = self._size(len(failed))
+        again = np.concatenate([again, np.repeat(again[-1:], size - len(failed), 0)])
+        program = self.program(structure, size)
+        later = _run(program, stage.pack(len(failed), self._dtype), again)[: len(failed)].copy()
+        out = out.copy()
+        later[:, columns["iterations"]] += out[failed, columns["iterations"]]
+        before = out[failed]
+        # The first stage's cost includes the rest term: an unbiased answer replaces it.
+        better = (
+            (later[:, columns["success"].start] > 0.5)
+            | (later[:, columns["cost"].start] <= before[:, columns["cost"].start])
+            | (settings.rest_weight > 0)
+        )
+        out[failed] = np.where(better[:, None], later, before)
+        out[failed[~better], columns["iterations"]] = later[~better, columns["iterations"]]
+        return out
+
+    def _result(
+        self, out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
+    ) -> IKResult:
+        """IKResult from answer records (count, width), reshaped to ``batch``."""
+        if batch == ():
+            return self._one_result(out[0], columns, seconds, timed_out)
+        out = np.asarray(out, np.float64)  # one conversion for every field
+        field = lambda name: out[:, columns[name]].reshape(*batch, -1)
+        scalar = lambda name: out[:, columns[name].start].reshape(batch)
+        return IKResult(
+            q=field("q"),  # wrapped and inside the limits (see _packed_solve)
+            success=scalar("success") > 0.5,
+            position_error=field("pos"),
+            orientation_error=field("rot"),
+            iterations=scalar("iterations").astype(np.int64),
+            solve_seconds=seconds,
+            cost=scalar("cost"),
+            timed_out=timed_out,
+        )
+
+    def _one_result(
+        self, record: np.ndarray, columns: dict, seconds: float, timed_out: bool = False
+    ) -> IKResult:
+        """IKResult of a single problem from its answer record (width,): one float64 array,
+        the fields views of it (for one short record, numpy's per-call set-up is the cost)."""
+        values = record.astype(np.float64)  # q wrapped and inside the limits (the program)
+        return IKResult(
+            q=values[columns["q"]],
+            success=np.True_ if values.item(columns["success"].start) > 0.5 else np.False_,
+            position_error=values[columns["pos"]],
+            orientation_error=values[columns["rot"]],
+            iterations=np.int64(values.item(columns["iterations"].start)),
+            solve_seconds=seconds,
+            cost=values[columns["cost"].start],
+            timed_out=timed_out,
+        )

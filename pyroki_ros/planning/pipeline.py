@@ -1,0 +1,608 @@
+"""The plan pipeline of :class:`~pyroki_ros.planning.trajopt.TrajectoryOptimizer`: checks,
+goal configurations, start paths, the global step (:mod:`pyroki_ros.planning.rrt`), and the
+refinements of a path (push clear, exact goal) around :meth:`TrajectoryOptimizer.optimize`.
+Functions of the optimiser (``planner``): it owns the compiled programs, these own the
+order in which a plan tries things."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+
+from pyroki_ros import collision as col
+from pyroki_ros import objectives as obj
+from pyroki_ros.model.limits import MEASURED_SLACK
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.planning import rrt
+from pyroki_ros.planning.problem import (
+    START_IN_COLLISION,
+    TIMED_OUT,
+    PlanResult,
+    Weights,
+)
+
+if TYPE_CHECKING:
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
+
+
+# Plans stop once usable and a step gains less than this fraction of the cost (see
+# TrajectoryOptimizer.optimize): most plans are usable after 5-10 of their 30-60 iterations.
+EARLY_STOP = 1e-2
+
+# Goal poses: IK solutions tried as the path's last knot (see TrajectoryOptimizer.plan).
+GOAL_SEEDS = 16  # one batched IK solve: the start and 15 random seeds
+GOAL_CANDIDATES = 4  # distinct usable solutions kept, nearest to the start first
+GOAL_LIMIT_SLACK = 0.02  # rad a goal keeps from joint limits
+
+
+def plan(
+    planner: TrajectoryOptimizer,
+    start: np.ndarray,
+    goal: tuple[obj.Objective, ...] | np.ndarray,
+    *,
+    waypoints: tuple[tuple[obj.Objective, ...], ...] = (),
+    world: col.World | None = None,
+    num_steps: int = 64,
+    num_starts: int | None = None,
+    active_joints: tuple[str, ...] | None = None,
+    seed: int = 0,
+    progress=None,
+    contacts: col.ContactRules = col.DEFAULT_CONTACTS,
+    sampling_budget: float = 1.0,
+    timeout: float = 0.0,
+    **options,
+) -> PlanResult:
+    """Plans from ``start`` (n,) to a goal: IK objectives (reached at the last knot, the
+    goal configuration found by IK first) or a joint configuration (n,).
+
+    Args:
+        waypoints: objective groups visited in order, at evenly spread inner knots.
+        world: obstacles (default none).
+        num_steps: knots T, start and goal included.
+        num_starts: initial paths optimised together: the straight line in joint space and
+            ``num_starts - 1`` paths through random intermediate configurations. Default:
+            on a CPU up to 8 paths one after the other, stopping at the first success; on a
+            GPU 8 at once. A pose goal's configuration comes from IK from the start; when
+            that one is not usable (in the margin of an obstacle, on a joint limit) or its
+            first path fails, up to GOAL_CANDIDATES other IK solutions (nearest to the
+            start first) take turns as the last knot: straight lines to each, then bent
+            paths.
+        active_joints: joints that may move (default all); the others keep the start value.
+        seed: of the random intermediate configurations (plans are deterministic).
+        progress: optional callable taking a line of text per attempt (for a log).
+        contacts: contacts that are not collisions (:func:`col.checked_pairs`): by
+            default links no active joint moves (the base on its stand) are not checked
+            against the world. A start that collides otherwise is not planned from:
+            ``reason`` START_IN_COLLISION, the message names both sides.
+        sampling_budget: seconds for the global step (:mod:`pyroki_ros.planning.rrt`:
+            RRT-Connect over the sphere model at a quarter of the margin) whose path is
+            the next start path once the first one fails (0: none). Not with waypoints.
+        timeout: wall-clock budget (s, 0 = none), checked before each start path (and
+            bounding the global step): when it runs out the best path so far comes back
+            with ``reason`` TIMED_OUT. One start path's optimisation is not cut, and
+            compiling a new problem structure (its first plan) is not counted.
+        **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
+    """
+    clock = time.perf_counter()
+    robot = planner.robot
+    start = _checked_start(robot, start)
+    if num_steps < 2:
+        raise ValueError(f"num_steps must be >= 2, got {num_steps}")
+    if num_starts is not None and num_starts < 1:
+        raise ValueError(f"num_starts must be >= 1, got {num_starts}")
+    active = _active_mask(robot, active_joints)
+    t_count = int(num_steps)
+    refused = _start_collision(planner, start, world, contacts, active, t_count, clock)
+    if refused is not None:
+        return refused
+    goal_q, goal_objectives = _goal(planner, goal, start, active, active_joints)
+    joint_goal = not goal_objectives
+    rng = np.random.default_rng(seed)
+    margin = float(options.get("margin", 0.02))
+    # Other IK solutions of a pose goal, for when the one found from the start sits in the
+    # margin of an obstacle or on a joint limit, or its paths all fail.
+    more = functools.partial(
+        _goal_configurations, planner, goal_objectives, start, active_joints, world, margin,
+        rng, contacts, active,
+    )  # fmt: skip
+    goals = _Goals([goal_q], None if joint_goal else more)
+    if (
+        not joint_goal
+        and not _usable_goals(planner, goal_q[None], world, margin, contacts, active)[0]
+    ):
+        goals.replace_with_more()
+
+    free = np.ones((t_count, robot.n_joints)) * active
+    free[0] = 0.0
+    if joint_goal:
+        free[-1] = 0.0
+    weights = options.pop("weights", Weights())
+    options.setdefault("early_stop", EARLY_STOP)
+    solve = functools.partial(
+        planner.optimize,
+        objectives=_knot_objectives(goal_objectives, waypoints, t_count),
+        world=world,
+        weights=weights,
+        contacts=contacts,
+        **options,
+    )
+
+    # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
+    # success; GPU: all start paths at once.
+    attempts = (num_starts,) if num_starts else planner.start_batches
+    if attempts[0] > 1:
+        goals.add_more()
+    result, used = None, 0
+    budget_start, built = clock, planner.programs_built
+    for count in attempts:
+        if planner.programs_built > built:  # a compile cannot be cut: not counted
+            budget_start, built = time.perf_counter(), planner.programs_built
+        left = timeout - (time.perf_counter() - budget_start)
+        if timeout > 0 and result is not None and left <= 0:
+            result = dataclasses.replace(
+                result,
+                message=f"no path found within the {timeout:.3g} s budget ({used} start "
+                f"paths tried); best: {result.message}",
+                reason=TIMED_OUT,
+            )
+            break
+        if used == 1:  # the first path failed: more goals
+            goals.add_more()
+        known = goals.known
+        starts = np.stack(
+            [
+                _initial_path(
+                    planner, start, known[i % len(known)], active, t_count, rng, i >= len(known)
+                )
+                for i in range(used, used + count)
+            ]
+        )
+        if sampling_budget > 0 and not waypoints and (used > 0 or count > 1):
+            seeded, _ = rrt.global_path(
+                planner, start, known, active, t_count, world=world, contacts=contacts,
+                margin=margin / 4, seed=seed,
+                budget=min(sampling_budget, left) if timeout > 0 else sampling_budget,
+                goal_objectives=goal_objectives, active_joints=active_joints,
+            )  # fmt: skip
+            sampling_budget = 0.0  # once per plan
+            starts[-1] = starts[-1] if seeded is None else seeded
+        used += count
+        candidate = _refine(planner, solve(starts, free=free), solve, free, weights,
+                            goal_objectives, active_joints)  # fmt: skip
+        if result is None or _better(candidate, result):
+            result = candidate
+        if progress is not None:
+            progress(
+                f"start path {used}/{sum(attempts)}: {candidate.message} "
+                f"({candidate.iterations} iterations, {candidate.solve_seconds:.3f} s)"
+            )
+        if result.success:
+            break
+    return dataclasses.replace(result, solve_seconds=time.perf_counter() - clock)
+
+
+class _Goals:
+    """The goal configurations a plan's start paths end in: ``known`` (the IK's answer from
+    the start, or the joint goal), and ``more``, other IK solutions of a pose goal, fetched
+    once and only when needed (one batched IK solve)."""
+
+    def __init__(self, known: list[np.ndarray], more: Callable[[], list[np.ndarray]] | None):
+        self.known = known
+        self._more = more
+
+    def replace_with_more(self) -> None:
+        """The other solutions instead of the known one (kept if there are none)."""
+        if self._more is not None:
+            self.known = self._more() or self.known
+            self._more = None
+
+    def add_more(self) -> None:
+        """The other solutions after the known ones (those that differ from them)."""
+        if self._more is not None:
+            self.known = _merge_goals(self.known, self._more())
+            self._more = None
+
+
+def _checked_start(robot: Robot, start) -> np.ndarray:
+    """(n,) float64 ``start`` inside the limits; ValueError for a wrong shape, a non-finite
+    value or a joint past a limit by more than MEASURED_SLACK (a measured state may sit a
+    little past one)."""
+    n = robot.n_joints
+    start = np.asarray(start, np.float64)
+    if start.shape != (n,):
+        raise ValueError(f"start must have shape ({n},), got {start.shape}")
+    if not np.isfinite(start).all():
+        raise ValueError("start contains NaN or infinite values")
+    outside = robot.limits.outside(start, MEASURED_SLACK)
+    if outside.any():
+        names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
+        raise ValueError(f"start is outside the joint limits at {', '.join(names)}")
+    return robot.limits.clip(start)
+
+
+def _active_mask(robot: Robot, active_joints: tuple[str, ...] | None) -> np.ndarray:
+    """(n,) bool: the joints that may move (all by default)."""
+    active = np.ones(robot.n_joints, bool)
+    if active_joints is not None:
+        if len(active_joints) == 0:
+            raise ValueError("active_joints is empty: nothing may move")
+        active = np.zeros(robot.n_joints, bool)
+        active[[robot.joint_index(j) for j in active_joints]] = True
+    return active
+
+
+def _start_collision(
+    planner: TrajectoryOptimizer, start, world, contacts, active, t_count: int, clock: float
+) -> PlanResult | None:
+    """None when ``start`` is clear; else the START_IN_COLLISION result naming the deepest
+    contact (the path: the start held for ``t_count`` knots)."""
+    if planner.spheres is None or planner.clearances(start[None], world, contacts, active)[0] >= 0:
+        return None
+    clearance, side_a, side_b = planner.deepest_contact(start, world, contacts, active)
+    return PlanResult(
+        path=start[None].repeat(max(t_count, 2), 0),
+        success=False,
+        position_errors=np.full(0, np.inf),
+        orientation_errors=np.full(0, np.inf),
+        min_distance=clearance,
+        min_self_distance=clearance,
+        cost=math.inf,
+        iterations=0,
+        solve_seconds=time.perf_counter() - clock,
+        message=f"start is in collision: {side_a} and {side_b} overlap by "
+        f"{-clearance * 1e3:.1f} mm (allow the pair in contacts to plan anyway)",
+        reason=START_IN_COLLISION,
+    )
+
+
+def _goal(
+    planner: TrajectoryOptimizer, goal, start, active, active_joints
+) -> tuple[np.ndarray, tuple[obj.Objective, ...]]:
+    """(goal configuration (n,), goal objectives): a joint goal checked like the start (its
+    inactive joints at the start's value) with no objectives, or a pose goal's objectives and
+    the IK's answer from the start."""
+    robot = planner.robot
+    n = robot.n_joints
+    joint_goal = isinstance(goal, np.ndarray) or (
+        not isinstance(goal, obj.Objective)
+        and len(goal) > 0
+        and not isinstance(goal[0], obj.Objective)
+    )
+    if joint_goal:
+        goal_q = np.asarray(goal, np.float64)
+        if goal_q.shape != (n,):
+            raise ValueError(f"a joint goal must have shape ({n},), got {goal_q.shape}")
+        if not np.isfinite(goal_q).all():
+            raise ValueError("goal configuration contains NaN or infinite values")
+        outside = robot.limits.outside(goal_q, MEASURED_SLACK)
+        if outside.any():
+            names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
+            raise ValueError(f"goal is outside the joint limits at {', '.join(names)}")
+        return np.where(active, robot.limits.clip(goal_q), start), ()
+    goal_objectives = (goal,) if isinstance(goal, obj.Objective) else tuple(goal)
+    if not goal_objectives:
+        raise ValueError("no goal given")
+    names = None if active_joints is None else tuple(active_joints)
+    return planner.ik.solve(goal_objectives, seed=start, active_joints=names).q, goal_objectives
+
+
+def _knot_objectives(goal_objectives, waypoints, t_count: int) -> tuple[obj.Objective, ...]:
+    """The goal's objectives at the last knot and each waypoint group at its evenly spread
+    inner knot, as objectives with a knot axis (T, ...) weighted only there."""
+    groups = [(t_count - 1, goal_objectives)]
+    for i, group in enumerate(waypoints):
+        group = (group,) if isinstance(group, obj.Objective) else tuple(group)
+        knot = round((i + 1) * (t_count - 1) / (len(waypoints) + 1))
+        groups.append((knot, group))
+    per_knot = []
+    for knot, group in groups:
+        for o in group:
+            if o.batch_shape != ():
+                raise ValueError("goal and waypoint objectives must be single (unbatched)")
+            mask = np.zeros((t_count, 1))
+            mask[knot] = 1.0
+            per_knot.append(
+                dataclasses.replace(
+                    jax.tree.map(lambda a: np.broadcast_to(a, (t_count, a.shape[-1])), o),
+                    weights=mask * np.asarray(o.weights, np.float64),
+                )
+            )
+    return tuple(per_knot)
+
+
+def _refine(
+    planner: TrajectoryOptimizer, candidate, solve, free, weights, goal_objectives, active_joints
+) -> PlanResult:
+    """An optimised start path, pushed clear of contacts and (a pose goal it missed) tightened
+    onto its goal."""
+    candidate = _push_clear(planner, candidate, solve, free, weights)
+    if goal_objectives and not candidate.success:
+        candidate = _exact_goal(
+            planner, candidate, goal_objectives, active_joints, free, solve, weights
+        )
+    return candidate
+
+
+def plan_batch(
+    planner: TrajectoryOptimizer,
+    starts: np.ndarray,
+    goals: np.ndarray,
+    *,
+    tip: str | None = None,
+    world: col.World | None = None,
+    num_steps: int = 64,
+    replan_failures: bool = True,
+    batched: bool | None = None,
+    **options,
+) -> list[PlanResult]:
+    """Plans many start/goal pairs: on a GPU in one batched solve (one compiled program,
+    ``vmap`` over the pairs, parallel), on a CPU one :meth:`plan` per pair (``batched``
+    None, the default, picks by device; True / False force either).
+
+    Why by device: a vmapped loop runs every pair until the slowest one stops and a CPU
+    gains no parallelism from it, so there it was ~20x slower than planning the pairs
+    one after the other (docs/benchmarks/trajopt.md), while a GPU runs the pairs at once.
+
+    The batched solve starts from straight-line paths, without restarts. Alone it has
+    none of :meth:`plan`'s fallbacks (other IK goal configurations, bent start paths,
+    raised weights), so some pairs may fail that :meth:`plan` solves.
+    With ``replan_failures`` (default) every pair the batch left unsuccessful is planned
+    again with :meth:`plan` (same world, ``num_steps`` and options; the pose goal as
+    ``obj.pose(tip, goal)``, or the joint goal), and the better result is kept: a
+    successful re-plan replaces the failure; when both fail, the one closer to success by
+    :meth:`plan`'s own ranking (clearance, then goal error, then cost). Cost: one
+    :meth:`plan` per failed pair, one after the other on the host after the batch (on a
+    CPU typically 0.02-2 s each; the first also compiles :meth:`plan`'s programs for this
+    ``num_steps`` if nothing did before). A pair whose start lies outside the joint
+    limits (which :meth:`plan` refuses) keeps its batch result. The message of a re-planned
+    pair ends in " (re-planned alone)", or " (re-planned alone: no better)" where the
+    batch's result was kept. ``replan_failures=False``: the batch alone.
+
+    Args:
+        starts: (B, n) start configurations.
+        goals: (B, n) goal configurations, or with ``tip`` (B, 7) wxyz_xyz poses of that
+            link (goal configurations by one batched IK solve from the starts first).
+        tip: the link of pose goals (None: joint goals).
+        replan_failures: re-plan the batch's failures one by one (see above).
+        batched: the vmapped solve (True) or one :meth:`plan` per pair (False; a start
+            outside the joint limits then raises ValueError naming the pair); None: by
+            device.
+        **options: as for :meth:`optimize`.
+
+    Returns:
+        one PlanResult per pair; ``solve_seconds`` of every result is the whole call's
+        time (the batch and any re-plans).
+    """
+    clock = time.perf_counter()
+    n = planner.robot.n_joints
+    starts = np.asarray(starts, np.float64)
+    goals = np.asarray(goals, np.float64)
+    if starts.ndim != 2 or starts.shape[1] != n or len(starts) == 0:
+        raise ValueError(f"starts must have shape (B >= 1, {n}), got {starts.shape}")
+    if goals.shape not in ((len(starts), n), (len(starts), 7)):
+        raise ValueError(
+            f"goals must have shape ({len(starts)}, {n}) or ({len(starts)}, 7), got {goals.shape}"
+        )
+    if not (np.isfinite(starts).all() and np.isfinite(goals).all()):
+        raise ValueError("starts or goals contain NaN or infinite values")
+    if num_steps < 2:
+        raise ValueError(f"num_steps must be >= 2, got {num_steps}")
+    t_count = int(num_steps)
+    if tip is not None and goals.shape[1] != 7:
+        raise ValueError(f"pose goals of '{tip}' must have shape (B, 7) wxyz_xyz")
+    if tip is None and goals.shape[1] != n:
+        raise ValueError(f"joint goals must have shape (B, {n}); pose goals need tip")
+    if batched is None:
+        batched = planner.device.platform != "cpu"
+    if not batched:
+        results = []
+        for i, start in enumerate(starts):
+            goal = obj.pose(tip, goals[i]) if tip is not None else goals[i]
+            try:
+                results.append(
+                    plan(planner, start, goal, world=world, num_steps=t_count, **options)
+                )
+            except ValueError as e:
+                raise ValueError(f"pair {i}: {e}") from None
+        seconds = time.perf_counter() - clock
+        return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
+    free = np.ones((t_count, n))
+    free[0] = 0.0
+    objectives: tuple[obj.Objective, ...] = ()
+    if tip is not None:
+        goal_q = planner.ik.solve(obj.pose(tip, goals), seed=starts).q
+        mask = np.zeros((t_count, 1))
+        mask[-1] = 1.0
+        pose = obj.pose(tip, np.broadcast_to(goals[:, None], (len(goals), t_count, 7)))
+        objectives = (dataclasses.replace(pose, weights=mask * np.asarray(pose.weights)),)
+    else:
+        goal_q = planner.robot.limits.clip(goals)
+        free[-1] = 0.0
+    knots = np.linspace(0.0, 1.0, t_count)[None, :, None]
+    paths = starts[:, None] + knots * (goal_q - starts)[:, None]
+    options.setdefault("early_stop", EARLY_STOP)
+    results = planner.optimize(paths, objectives, world=world, free=free, each=True, **options)
+    if replan_failures:
+        # as plan(): a measured start may sit a little past a limit
+        inside = ~planner.robot.limits.outside(starts, MEASURED_SLACK).any(-1)
+        for i, batched in enumerate(results):
+            if batched.success or not inside[i]:
+                continue
+            goal = obj.pose(tip, goals[i]) if tip is not None else goal_q[i]
+            alone = plan(planner, starts[i], goal, world=world, num_steps=t_count, **options)
+            if _better(alone, batched):  # success first: a successful re-plan always wins
+                results[i] = dataclasses.replace(
+                    alone, message=f"{alone.message} (re-planned alone)"
+                )
+            else:
+                results[i] = dataclasses.replace(
+                    batched, message=f"{batched.message} (re-planned alone: no better)"
+                )
+    seconds = time.perf_counter() - clock
+    return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
+
+
+def _initial_path(
+    planner: TrajectoryOptimizer, start, goal_q, active, t_count, rng, bent: bool
+) -> np.ndarray:
+    """(T, n): the straight line in joint space, or (``bent``) a path through a random
+    intermediate configuration (within a quarter of each joint's range of the middle)."""
+    knots = np.linspace(0.0, 1.0, t_count)[:, None]
+    if not bent:
+        return start + knots * (goal_q - start)
+    limits = planner.robot.limits
+    span = limits.upper - limits.lower  # finite: continuous joints read (-pi, pi)
+    first, second = np.clip(2 * knots, 0, 1), np.clip(2 * knots - 1, 0, 1)
+    via = 0.5 * (start + goal_q) + rng.uniform(-0.25, 0.25, start.shape) * span
+    via = np.where(active, limits.clip(via), start)
+    return start + first * (via - start) + second * (goal_q - via)
+
+
+def _usable_goals(
+    planner: TrajectoryOptimizer,
+    q: np.ndarray,
+    world: col.World | None,
+    margin: float,
+    contacts: col.ContactRules,
+    moving: np.ndarray,
+) -> np.ndarray:
+    """(B,) bool for goal configurations q (B, n): at least ``margin`` clear of obstacles
+    and itself, and every joint with a range wider than 0.5 (not a gripper) at least
+    GOAL_LIMIT_SLACK from its limits (a knot on a limit can only slide along it: a goal
+    pose that needs it to leave stays missed by a few hundredths of a radian)."""
+    lower, upper = planner.robot.limits.lower, planner.robot.limits.upper
+    wide = (upper - lower) > 0.5
+    slack = np.minimum(q - lower, upper - q)
+    ok = np.all((slack >= GOAL_LIMIT_SLACK) | ~wide, axis=-1)
+    if planner.spheres is None:
+        return ok
+    return ok & (planner.clearances(q, world, contacts, moving) >= margin)
+
+
+def _goal_configurations(
+    planner: TrajectoryOptimizer,
+    goal_objectives,
+    start,
+    active_joints,
+    world,
+    margin,
+    rng,
+    contacts,
+    moving,
+) -> list[np.ndarray]:
+    """Up to GOAL_CANDIDATES distinct usable IK solutions of the goal (see
+    :meth:`_usable_goals`), nearest to the start first: one batched IK solve from the
+    start and GOAL_SEEDS - 1 random seeds."""
+    names = None if active_joints is None else tuple(active_joints)
+    limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)
+    seeds = rng.uniform(limits.lower, limits.upper, (GOAL_SEEDS, len(start)))
+    seeds[0] = start
+    if names is not None:  # inactive joints keep the start's value
+        fixed = ~np.isin(planner.robot.joint_names, names)
+        seeds[:, fixed] = start[fixed]
+    ik = planner.ik.solve(goal_objectives, seed=seeds, active_joints=names)
+    q = np.asarray(ik.q, np.float64)[np.asarray(ik.success)]
+    if len(q) == 0:
+        return []
+    usable = _usable_goals(planner, q, world, margin, contacts, moving)
+    q = q[usable]
+    q = q[np.argsort(np.linalg.norm(q - start, axis=-1))]
+    return _merge_goals([], list(q))[:GOAL_CANDIDATES]
+
+
+def _push_clear(
+    planner: TrajectoryOptimizer, result, solve, free, weights: Weights, rounds: int = 2
+) -> PlanResult:
+    """Penalty continuation: while a path still cuts into an obstacle (or itself), raise
+    the collision weights tenfold and re-optimise from it."""
+    total_iterations, seconds = result.iterations, result.solve_seconds
+    for _ in range(rounds):
+        if min(result.min_distance, result.min_self_distance) >= 0 or result.success:
+            break
+        weights = dataclasses.replace(
+            weights,
+            collision=10 * weights.collision,
+            self_collision=10 * weights.self_collision,
+        )
+        again = solve(result.path[None], free=free, weights=weights)
+        total_iterations += again.iterations
+        seconds += again.solve_seconds
+        if _better(again, result):
+            result = again
+    return dataclasses.replace(result, iterations=total_iterations, solve_seconds=seconds)
+
+
+def _exact_goal(
+    planner: TrajectoryOptimizer,
+    result,
+    goal_objectives,
+    active_joints,
+    free,
+    solve,
+    weights: Weights,
+) -> PlanResult:
+    """The goal costs trade a little accuracy for smoothness and clearance. Tighten them:
+    re-optimise with the goal weight raised tenfold, twice (the collision costs stay on
+    the last knot, unlike a separate IK). If that still misses, IK from the last knot
+    within a small radius, then re-optimise with that knot fixed."""
+    if result.min_distance < 0 or result.min_self_distance < 0:
+        return result  # a colliding path is not worth finishing
+    iterations, seconds = result.iterations, result.solve_seconds
+    best = result
+    for factor in (10.0, 100.0):
+        heavier = dataclasses.replace(weights, goal=weights.goal * factor)
+        again = solve(best.path[None], free=free, weights=heavier)
+        iterations, seconds = iterations + again.iterations, seconds + again.solve_seconds
+        if _better(again, best):
+            best = again
+        if best.success:
+            break
+    if not best.success and min(best.min_distance, best.min_self_distance) >= 0:
+        names = None if active_joints is None else tuple(active_joints)
+        ik = planner.ik.solve(
+            goal_objectives,
+            seed=best.path[-1],
+            active_joints=names,
+            max_deviation=0.05,
+            position_tolerance=2e-4,
+            orientation_tolerance=2e-3,
+        )
+        t_count = best.path.shape[0]
+        ramp = np.clip(np.linspace(-1.0, 1.0, t_count), 0.0, 1.0)[:, None]
+        start = best.path + ramp * (ik.q - best.path[-1])
+        fixed_goal = free.copy()
+        fixed_goal[-1] = 0.0
+        again = solve(start[None], free=fixed_goal)
+        again = _push_clear(planner, again, solve, fixed_goal, weights)
+        iterations, seconds = iterations + again.iterations, seconds + again.solve_seconds
+        if _better(again, best):
+            best = again
+    return dataclasses.replace(best, iterations=iterations, solve_seconds=seconds)
+
+
+def _merge_goals(goals: list[np.ndarray], more: list[np.ndarray]) -> list[np.ndarray]:
+    """``goals`` followed by those of ``more`` that differ from every one kept by more than
+    0.1 rad in some joint."""
+    kept = list(goals)
+    for q in more:
+        if all(np.max(np.abs(q - k)) > 0.1 for k in kept):
+            kept.append(q)
+    return kept
+
+
+def _better(a: PlanResult, b: PlanResult) -> bool:
+    """Success first, then clearance, then goal error, then cost."""
+    key = lambda r: (
+        not r.success,
+        -min(r.min_distance, r.min_self_distance, 0.0),
+        float(np.sum(r.position_errors) + np.sum(r.orientation_errors)),
+        r.cost,
+    )
+    return key(a) < key(b)

@@ -1,0 +1,316 @@
+"""The trajectory problem of :mod:`pyroki_ros.planning.trajopt` as one traced value and
+its compiled pieces: cost weights and results, the linearisation of every cost at a path, the
+solve of several start paths at once (``vmap``) and the clearance report. Pure functions of
+(robot, static collision terms, :class:`Problem`); the collision rows and their Jacobians are
+:class:`pyroki_ros.collision.CollisionTerms`."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pyroki_ros import collision as col
+from pyroki_ros import devices
+from pyroki_ros import objectives as obj
+from pyroki_ros.collision.jacobians import CollisionTerms
+from pyroki_ros.model import kinematics as k
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.solver import lm
+
+
+@dataclasses.dataclass(frozen=True)
+class Weights:
+    """Cost weights (each multiplies a squared residual; traced, changing them never
+    recompiles)."""
+
+    # Multiplies the objectives' own weights. High enough that the goal sits well inside
+    # 1 mm / 1 degree at once: at 1000 the pull of smoothness left ~0.8 mm, and plans took 3x
+    # the iterations to converge onto the tolerance.
+    goal: float = 1.0e4
+    velocity: float = 1.0  # per (rad per knot step)^2
+    acceleration: float = 4.0
+    jerk: float = 0.0
+    rest: float = 1e-4
+    collision: float = 1000.0  # per m of penetration into the margin
+    self_collision: float = 1000.0
+    manipulability: float = 0.0  # per (1 / manipulability)^2 of ``manipulability_link``
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanResult:
+    """One optimised path (numpy, float64).
+
+    Attributes:
+        path: (T, n_joints) configurations, robot.joint_names order, inside the limits.
+        success: every goal objective within tolerance and no knot or segment closer to an
+            obstacle (or another link) than ``clearance_tolerance``.
+        position_errors: (n_objectives,) m, of each objective at its last weighted knot.
+        orientation_errors: (n_objectives,) rad.
+        min_distance: smallest signed clearance between robot spheres and obstacles along the
+            path (knots and sub-segment samples); inf without obstacles.
+        min_self_distance: the same between sphere pairs of the robot; inf without pairs.
+        cost: final total cost of the chosen start.
+        iterations: LM iterations of the chosen start.
+        solve_seconds: wall time of the whole call.
+        message: a short human-readable summary.
+        reason: why a plan failed, for a caller to act on: "" (success, or a path that misses
+            its goal or clearance, see ``message``), START_IN_COLLISION or TIMED_OUT.
+    """
+
+    path: np.ndarray
+    success: bool
+    position_errors: np.ndarray
+    orientation_errors: np.ndarray
+    min_distance: float
+    min_self_distance: float
+    cost: float
+    iterations: int
+    solve_seconds: float
+    message: str = ""
+    reason: str = ""
+
+
+# PlanResult.reason values.
+START_IN_COLLISION = "start_in_collision"
+TIMED_OUT = "timeout"  # the time budget ran out; the path is the best one so far
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Traced inputs of one solve. Objective fields carry a knot axis: (T, ...)."""
+
+    objectives: tuple[obj.Objective, ...]
+    rest: jax.Array  # (n,)
+    weights: jax.Array  # (7,) Weights in field order
+    margin: jax.Array  # () m
+    lower: jax.Array  # (T, n)
+    upper: jax.Array  # (T, n)
+    free: jax.Array  # (T, n)
+    world: col.World
+    world_checked: jax.Array  # (S, O) bool, padded obstacle order (col.checked_pairs)
+    self_checked: jax.Array  # (P,) bool over the spheres' self pairs
+    max_iterations: jax.Array  # ()
+    tolerances: jax.Array  # (3,) position m, orientation rad, early-stop relative decrease
+    vectors: jax.Array  # (T, V, 3) link-to-link vector targets (retargeting), root frame
+    vector_weights: jax.Array  # (T, V)
+    initial_damping: jax.Array  # () Marquardt damping of the first step
+    vector_links: tuple[tuple[int, int], ...] = dataclasses.field(
+        default=(), metadata={"static": True}
+    )  # (from, to) link indices: residual p_to - p_from - vectors[t, v]
+    manipulability_link: int = dataclasses.field(default=-1, metadata={"static": True})
+
+
+def _sample_fractions(count: int) -> np.ndarray:
+    return (np.arange(1, count + 1) / (count + 1)).astype(np.float32)
+
+
+# Collision rows of more configurations than this are evaluated this many at a time
+# (lax.map): their sphere distances and Jacobians take ~40 KB per configuration (Panda), 1.8 GB
+# for the 2 T - 1 configurations of a 22,000-knot motion at once. Plans up to T = 512 take one
+# chunk (no loop).
+COLLISION_CHUNK = 1024
+# The same for the clearance report (knots and samples inside segments, ~3 KB each).
+REPORT_CHUNK = 4096
+
+
+def _in_chunks(fn, configs: jax.Array, chunk: int):
+    """``fn`` of configurations (B, n) -> arrays (B, ...), evaluated ``chunk`` configurations
+    at a time when B > chunk (one after the other: the memory of one chunk); the same as
+    ``fn(configs)`` otherwise."""
+    count, n = configs.shape
+    if count <= chunk:
+        return fn(configs)
+    chunks = -(-count // chunk)
+    # Padded with copies of the last configuration: valid input, dropped afterwards.
+    extra = jnp.broadcast_to(configs[-1:], (chunks * chunk - count, n))
+    padded = jnp.concatenate([configs, extra], 0).reshape(chunks, chunk, n)
+    out = jax.lax.map(fn, padded)
+    return jax.tree.map(lambda a: a.reshape(chunks * chunk, *a.shape[2:])[:count], out)
+
+
+def _linearize(
+    robot: Robot, collide: CollisionTerms, smoothing: jax.Array, p: Problem, x: jax.Array
+) -> lm.Linearization:
+    """Gauss-Newton pieces of all costs at the path x (T, n)."""
+    t_count, n = x.shape
+    w = p.weights
+    diagonal = jnp.zeros((t_count, n, n), x.dtype)
+    gradient = jnp.zeros((t_count, n), x.dtype)
+    cost = jnp.zeros((), x.dtype)
+    # Good enough to stop early: goals within 70 % of their tolerances (float32 headroom for
+    # the float64 check), every knot and midpoint at least half the margin clear.
+    satisfied = jnp.asarray(True)
+    if p.objectives:
+        moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
+        r, jac, pos_t, rot_t = obj.evaluate_t(robot, x.T, moved)  # (m, T), (m, n, T), (k, T)
+        weighted = jnp.stack([jnp.any(o.weights > 0, 0) for o in moved])  # (k, T)
+        near = (pos_t <= 0.7 * p.tolerances[0]) & (rot_t <= 0.7 * p.tolerances[1])
+        satisfied = jnp.all(near | ~weighted)
+        scale = jnp.sqrt(w[0])
+        r, jac = scale * r, scale * jac
+        diagonal = jnp.einsum("mit,mjt->tij", jac, jac)
+        gradient = jnp.einsum("mit,mt->ti", jac, r)
+        cost = 0.5 * jnp.sum(r * r)
+
+    rest = x - p.rest
+    diagonal = diagonal + w[4] * jnp.eye(n, dtype=x.dtype)
+    gradient = gradient + w[4] * rest
+    cost = cost + 0.5 * w[4] * jnp.sum(rest * rest)
+
+    subdiagonal = jnp.zeros((t_count - 1, n, n), x.dtype)
+    if collide.spheres is not None:
+
+        def normal_terms(configs: jax.Array):
+            """Per configuration (B, n): J^T J (B, n, n), J^T r (B, n), r^T r and clearance
+            (B,) of its collision rows."""
+            checked = (p.world_checked, p.self_checked)
+            rc, jc, clearance = collide.rows_t(configs.T, p.world, checked, p.margin, w[5], w[6])
+            jtj = jnp.einsum("rib,rjb->bij", jc, jc)
+            return jtj, jnp.einsum("rib,rb->bi", jc, rc), jnp.sum(rc * rc, 0), clearance
+
+        configs = jnp.concatenate([x, 0.5 * (x[1:] + x[:-1])], 0)  # knots, then midpoints
+        jtj, jtr, rr, clearance = _in_chunks(normal_terms, configs, COLLISION_CHUNK)
+        satisfied = satisfied & jnp.all(clearance >= 0.5 * p.margin)
+        diagonal = diagonal + jtj[:t_count]
+        gradient = gradient + jtr[:t_count]
+        # A midpoint residual sees each neighbour through half its Jacobian.
+        m = 0.25 * jtj[t_count:]
+        g = 0.5 * jtr[t_count:]
+        diagonal = diagonal.at[:-1].add(m).at[1:].add(m)
+        subdiagonal = m
+        gradient = gradient.at[:-1].add(g).at[1:].add(g)
+        cost = cost + 0.5 * jnp.sum(rr)
+
+    if p.vector_links:
+        frames = k.frames_t(robot, x.T)
+        for v, (a, b) in enumerate(p.vector_links):
+            scale = jnp.sqrt(p.vector_weights[:, v])  # (T,)
+            jv_a, _ = k.jacobian_rows_t(robot, frames, a)
+            jv_b, _ = k.jacobian_rows_t(robot, frames, b)
+            for c in range(3):
+                r_c = scale * (frames[1][c][b] - frames[1][c][a] - p.vectors[:, v, c])
+                j_c = scale[None] * (jv_b[c] - jv_a[c])  # (n, T)
+                diagonal = diagonal + jnp.einsum("it,jt->tij", j_c, j_c)
+                gradient = gradient + (j_c * r_c[None]).T
+                cost = cost + 0.5 * jnp.sum(r_c * r_c)
+
+    if p.manipulability_link >= 0:
+        # Yoshikawa's measure sqrt(det(J J^T)); its inverse grows near singularities.
+        def inverse_manipulability(q):
+            jac = k.link_jacobian(robot, q, p.manipulability_link)
+            return 1.0 / jnp.sqrt(jnp.linalg.det(jac @ jac.T) + 1e-9)
+
+        value, grad = jax.vmap(jax.value_and_grad(inverse_manipulability))(x)
+        scale = jnp.sqrt(w[7])
+        value, grad = scale * value, scale * grad
+        diagonal = diagonal + grad[:, :, None] * grad[:, None, :]
+        gradient = gradient + grad * value[:, None]
+        cost = cost + 0.5 * jnp.sum(value * value)
+
+    # (c + 1, T) diagonals of the smoothness matrix (lm.smoothing_bands), never (T, T).
+    coupling = w[1] * smoothing[0] + w[2] * smoothing[1] + w[3] * smoothing[2]
+    return lm.Linearization(
+        cost=cost,
+        gradient=gradient,
+        diagonal=diagonal,
+        subdiagonal=subdiagonal,
+        coupling=coupling,
+        coupling_weights=jnp.ones((n,), x.dtype),
+        satisfied=satisfied,
+    )
+
+
+def _report(robot: Robot, collide: CollisionTerms, p: Problem, x: jax.Array, samples: int):
+    """Errors at each objective's last weighted knot, and clearances along the whole path
+    (knots and ``samples`` points inside every segment)."""
+    t_count = x.shape[0]
+    k_count = len(p.objectives)
+    pos = rot = jnp.zeros((0,), x.dtype)
+    if k_count:
+        moved = tuple(jax.tree.map(lambda a: jnp.moveaxis(a, -1, 0), o) for o in p.objectives)
+        _, _, pos_t, rot_t = obj.evaluate_t(robot, x.T, moved)  # (k, T)
+        weighted = jnp.stack([jnp.any(o.weights > 0, -1) for o in p.objectives])  # (k, T)
+        last = jnp.max(jnp.where(weighted, jnp.arange(t_count), 0), axis=1)
+        pos = pos_t[jnp.arange(k_count), last]
+        rot = rot_t[jnp.arange(k_count), last]
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    if collide.spheres is None:
+        return pos, rot, inf, inf
+    fractions = jnp.asarray(_sample_fractions(samples), x.dtype)
+    inner = x[:-1, None] + fractions[None, :, None] * (x[1:] - x[:-1])[:, None]
+    configs = jnp.concatenate([x, inner.reshape(-1, x.shape[1])], 0)
+
+    def smallest(configs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Per configuration (B, n) its clearance to the world and between self pairs (B,)."""
+        centers = collide.centers_t(k.frames_t(robot, configs.T))
+        world_d, self_d = collide.distances_t(centers, p.world, p.world_checked, p.self_checked)
+        none = jnp.full(configs.shape[:1], inf)
+        return (
+            jnp.min(world_d, 0) if world_d.size else none,
+            jnp.min(self_d, 0) if self_d.size else none,
+        )
+
+    min_world, min_self = _in_chunks(smallest, configs, REPORT_CHUNK)
+    return pos, rot, jnp.min(min_world), jnp.min(min_self)
+
+
+def solve_starts(robot, collide, smoothing, bandwidth, samples, p: Problem, starts):
+    """Optimises every start path (B, T, n), each with its own bounds and objective values
+    (``p.lower``, ``p.upper`` (B, T, n), objective fields (B, T, ...)); returns per start the
+    path, cost, iterations, errors and clearances."""
+
+    def one(x0, lower, upper, objectives):
+        q = dataclasses.replace(p, lower=lower, upper=upper, objectives=objectives)
+        result = lm.solve_chain(
+            functools.partial(_linearize, robot, collide, smoothing, q),
+            x0,
+            free=q.free,
+            lower=lower,
+            upper=upper,
+            bandwidth=bandwidth,
+            max_iterations=q.max_iterations,
+            relative_tolerance=1e-5,
+            satisfied_tolerance=q.tolerances[2],
+            initial_damping=q.initial_damping,
+        )
+        pos, rot, min_world, min_self = _report(robot, collide, q, result.x, samples)
+        return result.x, result.cost, result.iterations, pos, rot, min_world, min_self
+
+    return jax.vmap(one)(starts, p.lower, p.upper, p.objectives)
+
+
+def structure_key(o: obj.Objective) -> tuple:
+    return (o.kind, o.link, o.reference, o.align_axis)
+
+
+def batch_specs(p: Problem, starts: jax.Array) -> tuple:
+    """``shard_map`` specs of :func:`solve_starts` over several devices: the starts and
+    their own bounds and objective values (leading axis B) split, everything else copied."""
+    same = jax.tree.map(lambda _: devices.SAME, p)
+    rows = jax.tree.map(lambda _: devices.ROWS, p.objectives)
+    split = dataclasses.replace(same, lower=devices.ROWS, upper=devices.ROWS, objectives=rows)
+    return split, devices.ROWS
+
+
+def clearances(
+    robot: Robot,
+    spheres: col.RobotSpheres,
+    q: jax.Array,
+    world: col.World,
+    world_checked: jax.Array,
+    self_checked: jax.Array,
+):
+    """(B,) smallest checked clearance of configurations q (B, n) to the world and between
+    self pairs (``*_checked`` from :func:`col.checked_pairs`)."""
+    centers = col.sphere_centers(robot, spheres, q)
+    d = col.world_distances(centers, spheres.radii, world, world_checked)
+    smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
+    if spheres.n_pairs:
+        pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)
+        smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))
+    return smallest
