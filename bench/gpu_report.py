@@ -24,9 +24,10 @@ Rows (each success count re-checked independently, never taken from the solver a
   test/collision_reference.py's self pairs);
 * the 5 MotionBenchMaker demo problems (bookshelf, ``--mbm``): ``plan`` and the batched path
   per problem (each has its own scene, and ``plan_batch`` takes one world per call); the
-  planner sees the cylinders as capsules and no spheres on ``panda_link0`` (it sits on the
-  stand); verified as robometrics does: goal 1 mm / 1 deg, limits, every robometrics sphere
-  but link0's clear of the exact cuboids and cylinders, 20 points per segment;
+  planner sees the cylinders as cylinders (``mbm_benchmark.to_world``) and no spheres on
+  ``panda_link0`` (it sits on the stand); verified as robometrics does: goal 1 mm / 1 deg,
+  limits, every robometrics sphere but link0's clear of the exact cuboids and cylinders, 20
+  points per segment;
 * learned IK sampler: training steps/s for ``--train-seconds`` and the mean raw position
   error then (numpy FK), sampling throughput (1000 targets x K).
 
@@ -583,6 +584,9 @@ def plan_rows(ctx: Context, report: Report) -> None:
         sphere_radii=np.asarray(world.sphere_radii, np.float64),
         box_poses=np.asarray(world.box_poses, np.float64),
         box_half_extents=np.asarray(world.box_half_extents, np.float64),
+        cylinder_poses=np.asarray(world.cylinder_poses, np.float64),
+        cylinder_radii=np.asarray(world.cylinder_radii, np.float64),
+        cylinder_half_heights=np.asarray(world.cylinder_half_heights, np.float64),
     )
     links = list(spheres.link_names)
     pairs = sorted(self_pairs(ctx.urdf_text, links, spheres.ignore))
@@ -650,7 +654,7 @@ def mbm_rows(ctx: Context, report: Report) -> None:
             cylinder_half_heights=np.array([c.height / 2 for c in cylinders], np.float64),
         )
         start = np.array([*problem.start, finger], np.float64)
-        # The planner's world: cylinders covered by capsules (as the node does).
+        # The planner's world: cylinders as cylinders (as the node does).
         cases.append(
             (start, np.asarray(problem.goal_pose, np.float64), to_world(problem), obstacles)
         )

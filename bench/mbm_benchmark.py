@@ -10,8 +10,9 @@ Protocol:
 * planning, with the public API as a user would: ``Robot.from_urdf`` of the bundled Panda, its
   bundled sphere model, ``TrajectoryOptimizer(robot, spheres).plan(start, [pose("panda_hand",
   goal)], world=..., num_steps=64, active_joints=<the 7 arm joints>)``, the start padded with
-  the open fingers; the world: cuboids as boxes, cylinders as capsules (the segment of the
-  cylinder's axis, its radius: a cover of the cylinder), the robot's stand included
+  the open fingers; the world: cuboids as boxes, cylinders as cylinders (exact, flat caps; as
+  capsules, a cover reaching a radius past each cap, where ``World`` has no cylinder kind),
+  the robot's stand included
   (``--drop-stand`` leaves it out of the planner's world, never out of the check). When
   ``plan`` takes ``contacts`` it is left at its default and said so in the report;
 * first plan: the first problem planned once by a fresh optimiser before the timed pass
@@ -69,19 +70,22 @@ class Planner:
     notes: tuple[str, ...]  # how the API was used, for the report
 
 
-def make_planner() -> Planner:
+def make_planner(fine: bool = False) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
     from pyroki_ros.robots import urdf_path
 
     robot = Robot.from_urdf(urdf_path("panda"))
-    spheres = RobotSpheres.embedded("panda", robot)
+    spheres = RobotSpheres.embedded("panda", robot, fine=fine)
     optimizer = TrajectoryOptimizer(robot, spheres)
     arm = tuple(j for j in robot.joint_names if j in mc.ARM_JOINTS)
     params = inspect.signature(optimizer.plan).parameters
     notes = [
-        f"Planner spheres: the bundled model ({spheres.n_spheres} spheres), not robometrics'",
+        (
+            f"Planner spheres: the bundled {'fine' if fine else 'default'} model "
+            f"({spheres.n_spheres} spheres), not robometrics'"
+        ),
     ]
     if "contacts" in params:
         default = params["contacts"].default
@@ -94,30 +98,49 @@ def make_planner() -> Planner:
     return Planner(robot, spheres, optimizer, arm, {}, tuple(notes))
 
 
-def to_world(problem: mp.Problem, drop_stand: bool = False):
-    """The problem's obstacles as a ``World``: cuboids as boxes, each cylinder as the capsule
-    of its axis segment and radius (it covers the cylinder)."""
+def _exact_cylinders() -> bool:
+    """Whether ``World`` has the cylinder kind (older commits have only capsules)."""
     from pyroki_ros.collision import World
 
+    return "cylinder_poses" in inspect.signature(World.create).parameters
+
+
+def to_world(problem: mp.Problem, drop_stand: bool = False, capsules: bool = False):
+    """The problem's obstacles as a ``World``: cuboids as boxes, cylinders as cylinders
+    (exact). With ``capsules``, or for a ``World`` without the cylinder kind (an older commit
+    benchmarked), each cylinder is the capsule of its axis segment and radius (it covers the
+    cylinder, reaching a radius past each cap)."""
+    from pyroki_ros.collision import World
+
+    params = inspect.signature(World.create).parameters
     cuboids = [c for c in problem.cuboids if not (drop_stand and c.name == mp.STAND.name)]
-    a, b, r = [], [], []
-    for c in problem.cylinders:
-        rot, pos = mc.pose_frame(c.pose)
-        half = rot[:, 2] * c.height / 2
-        a.append(pos - half)
-        b.append(pos + half)
-        r.append(c.radius)
+    cylinders = list(problem.cylinders)
     kwargs = {}
     if cuboids:
         kwargs.update(
             box_poses=[c.pose for c in cuboids],
             box_half_extents=[np.asarray(c.dims) / 2 for c in cuboids],
         )
-    if r:
-        kwargs.update(capsule_a=a, capsule_b=b, capsule_radii=r)
-    if "names" in inspect.signature(World.create).parameters:
-        # World order: spheres, capsules, boxes, half-spaces.
-        kwargs["names"] = [c.name for c in problem.cylinders] + [c.name for c in cuboids]
+    exact = _exact_cylinders() and not capsules
+    if cylinders and exact:
+        kwargs.update(
+            cylinder_poses=[c.pose for c in cylinders],
+            cylinder_radii=[c.radius for c in cylinders],
+            cylinder_half_heights=[c.height / 2 for c in cylinders],
+        )
+    elif cylinders:
+        a, b = [], []
+        for c in cylinders:
+            rot, pos = mc.pose_frame(c.pose)
+            half = rot[:, 2] * c.height / 2
+            a.append(pos - half)
+            b.append(pos + half)
+        kwargs.update(capsule_a=a, capsule_b=b, capsule_radii=[c.radius for c in cylinders])
+    if "names" in params:
+        # World order: spheres, capsules, boxes, half-spaces, cylinders.
+        boxes = [c.name for c in cuboids]
+        cans = [c.name for c in cylinders]
+        kwargs["names"] = boxes + cans if exact else cans + boxes
     return World.create(**kwargs)
 
 
@@ -278,7 +301,7 @@ def markdown(
             "(scenes and queries after MotionBenchMaker, valid by the independent check, never "
             "filtered by a planner). Planner: `TrajectoryOptimizer.plan`, "
             f"T = {meta['steps']}, pose goal for `panda_hand`, 7 arm joints active, cylinders "
-            "as capsules"
+            f"as {meta.get('cylinders', 'capsules')}"
             + (", the stand left out of the planner's world" if meta["drop_stand"] else "")
             + ". "
             + "; ".join(meta["notes"])
@@ -353,6 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="report file ('' for none; default docs/benchmarks/mbm.md)",
     )
     parser.add_argument("--json", type=Path, help="also write the per-problem results here")
+    parser.add_argument(
+        "--fine-spheres",
+        action="store_true",
+        help="plan with the bundled fine sphere model (RobotSpheres.embedded(fine=True))",
+    )
     args = parser.parse_args(argv)
     families = args.families.split(",") if args.families else None
     for name in families or ():
@@ -364,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_start = loadavg()
 
-    planner = make_planner()
+    planner = make_planner(fine=args.fine_spheres)
     first_label, first = chosen[0]
     t0 = time.perf_counter()
     run_problem(planner, first, num_steps=args.steps, drop_stand=args.drop_stand)
@@ -397,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": f".venv/bin/python bench/mbm_benchmark.py {argv_text}".strip(),
         "steps": args.steps,
         "drop_stand": args.drop_stand,
+        "cylinders": "cylinders" if _exact_cylinders() else "capsules",
         "notes": planner.notes,
         "first_plan_s": first_plan_s,
         "first_problem": f"{first_label} {first.name}",

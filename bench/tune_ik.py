@@ -10,6 +10,7 @@ this is how the defaults in pyroki_ros/ik/lm.py were chosen.
 """
 
 import argparse
+import dataclasses
 import itertools
 
 import numpy as np
@@ -50,7 +51,8 @@ def main() -> None:
     for start, (down, up), per_restart in itertools.product(
         (0.01, 0.1, 0.3, 1.0), ((0.25, 4.0), (0.35, 3.0), (0.5, 2.0)), (10, 15, 20)
     ):
-        lm._DAMPING_START, lm._DAMPING_DOWN, lm._DAMPING_UP = start, down, up
+        # the IK damping schedule (pyroki_ros/solver/damping.py), read when tracing
+        lm._DAMPING = dataclasses.replace(lm._DAMPING, initial=start, decrease=down, increase=up)
         solver = ik.IKSolver(robot)  # new programs: the constants are read when tracing
         r = solver.solve(
             O.pose(args.tip, targets), active_joints=arm, iterations_per_restart=per_restart

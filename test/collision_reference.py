@@ -9,6 +9,10 @@ One configuration, one sphere, one obstacle at a time, written from the geometry
 * sphere - box: signed distance of ``c`` to the box (outside: distance to the nearest surface
   point, found by clamping to the box; inside: minus the distance to the nearest face), minus r;
 * sphere - half-space ``{x : n . x + d < 0}``: ``(n . c + d) / |n| - r``;
+* sphere - finite cylinder (axis: the local z of its pose): in the plane of the axis and
+  ``c`` (the solid is symmetric about its axis) the distance to the nearest point of the
+  rectangle ``[0, radius] x [-h, h]``, found by clamping; inside: minus the depth to the
+  nearer of the side and the caps; minus r;
 * self-collision pairs: spheres on different rigid bodies (links merged across fixed joints)
   whose bodies are not joined by a joint, minus ignored link pairs.
 """
@@ -59,9 +63,21 @@ def sphere_halfspace(c, r, normal, offset) -> float:
     return float((n @ np.asarray(c, np.float64) + offset) / np.linalg.norm(n) - r)
 
 
+def sphere_cylinder(c, r, pose_wxyz_xyz, radius, half_height) -> float:
+    pose = np.asarray(pose_wxyz_xyz, np.float64)
+    rot = quat_wxyz_to_matrix(pose[:4] / np.linalg.norm(pose[:4]))
+    p = rot.T @ (np.asarray(c, np.float64) - pose[4:])
+    rho, z = float(np.hypot(p[0], p[1])), float(p[2])
+    if rho <= radius and abs(z) <= half_height:  # inside: depth to the side or a cap
+        return float(-min(radius - rho, half_height - abs(z)) - r)
+    nearest_rho, nearest_z = min(rho, radius), min(max(z, -half_height), half_height)
+    return float(np.hypot(rho - nearest_rho, z - nearest_z) - r)
+
+
 def world_distances(centers, radii, obstacles: dict) -> np.ndarray:
-    """(S, N) with obstacles ordered spheres, capsules, boxes, half-spaces; ``obstacles`` holds
-    the same keys as ``World.create``'s arguments (missing kinds are empty)."""
+    """(S, N) with obstacles ordered spheres, capsules, boxes, half-spaces, cylinders;
+    ``obstacles`` holds the same keys as ``World.create``'s arguments (missing kinds are
+    empty)."""
     get = lambda key, tail: np.asarray(obstacles.get(key, np.zeros((0, *tail))), np.float64)
     rows = []
     for c, r in zip(np.asarray(centers, np.float64), np.asarray(radii, np.float64)):
@@ -82,6 +98,14 @@ def world_distances(centers, radii, obstacles: dict) -> np.ndarray:
         row += [
             sphere_halfspace(c, r, n, d)
             for n, d in zip(get("halfspace_normals", (3,)), get("halfspace_offsets", ()))
+        ]
+        row += [
+            sphere_cylinder(c, r, p, rc, h)
+            for p, rc, h in zip(
+                get("cylinder_poses", (7,)),
+                get("cylinder_radii", ()),
+                get("cylinder_half_heights", ()),
+            )
         ]
         rows.append(row)
     return np.asarray(rows, np.float64).reshape(len(rows), -1)

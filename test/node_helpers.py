@@ -55,8 +55,11 @@ def start_node(
     tmp_path_factory, name: str, warmup_batch_sizes: str = "[]", params: tuple[str, ...] = ()
 ) -> IsolatedNode:
     """The real node entry point with config/panda.yaml, in its own ROS domain; ``params``:
-    more ``name:=value`` parameters."""
+    more ``name:=value`` parameters. The planner's background warm-up is off unless a
+    ``warmup_plan`` parameter is given (30 s of CPU per node here, beside the test's own work)."""
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
+    if not any(param.startswith("warmup_plan:=") for param in params):
+        params = (*params, "warmup_plan:=false")
     extra = [arg for param in params for arg in ("-p", param)]
     return IsolatedNode(
         name,

@@ -41,7 +41,8 @@ def _random_quaternions(rng, n):
 
 
 def _random_obstacles(rng, points: np.ndarray) -> dict:
-    """Obstacles of every kind near ``points`` (S, 3); boxes 0-1 and sphere 0 contain points."""
+    """Obstacles of every kind near ``points`` (S, 3); boxes 0-1, sphere 0 and cylinder 0
+    contain points."""
     pick = points[rng.choice(len(points), 6, replace=False)]
     boxes = np.concatenate([_random_quaternions(rng, 4), np.zeros((4, 3))], axis=1)
     boxes[:2, 4:] = pick[:2] + rng.normal(scale=0.01, size=(2, 3))  # centres inside these
@@ -61,6 +62,17 @@ def _random_obstacles(rng, points: np.ndarray) -> dict:
         "box_half_extents": rng.uniform(0.05, 0.25, size=(4, 3)),
         "halfspace_normals": np.array([[0.0, 0.0, 2.0], [0.3, -1.0, 0.2]]),
         "halfspace_offsets": np.array([0.1, 0.4]),
+        # Drawn last: the other kinds keep the values they had before cylinders existed.
+        "cylinder_poses": np.concatenate(
+            [
+                _random_quaternions(rng, 3) * [[1.7], [1], [1]],  # the first not normalised
+                points[rng.choice(len(points), 3, replace=False)]
+                + rng.normal(scale=[[0.005], [0.1], [0.1]], size=(3, 3)),
+            ],
+            axis=1,
+        ),
+        "cylinder_radii": rng.uniform(0.03, 0.12, size=3),
+        "cylinder_half_heights": rng.uniform(0.05, 0.2, size=3),
     }
 
 
@@ -88,7 +100,7 @@ def test_distances_and_gradients_match_reference_float64():
         radii = np.asarray(spheres.radii)
         pairs = [tuple(p) for p in np.asarray(spheres.self_pairs)]
         assert set(pairs) == ref.self_pairs(PANDA, links, spheres.ignore)
-        inside_boxes = 0
+        inside_boxes = inside_cylinders = 0
         for q in qs:
             c_ref = ref.sphere_centers(PANDA, links, local, q)
             obstacles = _random_obstacles(rng, c_ref)
@@ -102,8 +114,11 @@ def test_distances_and_gradients_match_reference_float64():
             # some sphere centres really are inside boxes (the inside branch is exercised)
             box = slice(6, 10)
             inside_boxes += int(np.sum(d_ref[:, box] + radii[:, None] < 0))
+            cylinders = slice(12, 15)  # the last kind
+            inside_cylinders += int(np.sum(d_ref[:, cylinders] + radii[:, None] < 0))
 
         assert inside_boxes >= 2
+        assert inside_cylinders >= 2
 
         # Jacobian of all distances vs central differences of the reference.
         q = qs[0]
@@ -179,7 +194,7 @@ def test_float32_batched_jit_matches_reference():
     n = world.n_obstacles
     assert d.shape == (2, 3, spheres.n_spheres * n + spheres.n_pairs)
     pairs = [tuple(p) for p in np.asarray(spheres.self_pairs)]
-    real = np.r_[0:3, 4:7, 8:12, 12:14]  # the given obstacles inside the padded world
+    real = np.r_[0:3, 4:7, 8:12, 12:14, 16:19]  # the given obstacles inside the padded world
     for idx in np.ndindex(2, 3):
         c_ref = ref.sphere_centers(UR5, links, local, qs[idx])
         got = np.asarray(d[idx][: spheres.n_spheres * n]).reshape(spheres.n_spheres, n)
@@ -203,14 +218,14 @@ def test_padding_dummies_are_inert_and_bucketed():
         halfspace_normals=[0, 0, 1],
         halfspace_offsets=0.0,
     )
-    assert world.counts == (1, 0, 5, 1)
+    assert world.counts == (1, 0, 5, 1, 0)
     padded = world.padded()
-    assert padded.counts == (4, 0, 16, 4)
+    assert padded.counts == (4, 0, 16, 4, 0)
     assert (
         World.create(sphere_centers=np.zeros((70, 3)), sphere_radii=np.ones(70)).padded().counts[0]
         == 128
     )
-    assert world.padded((0, 8)).counts == (8, 0, 8, 8)
+    assert world.padded((0, 8)).counts == (8, 0, 8, 8, 0)
 
     # robot spheres around the obstacles, some penetrating
     rng = np.random.default_rng(5)
@@ -424,6 +439,28 @@ def test_from_urdf_fits_a_mesh(tmp_path):
     gap = np.linalg.norm(corners[:, None] - c[None], axis=2) - r
     assert np.all(gap.min(axis=1) <= 0)
     assert r.max() < 0.2  # fitted, not one sphere around everything
+
+
+def test_fit_mesh_spheres_covers_a_capsule_and_overshoots_by_at_most_the_tolerance():
+    trimesh = pytest.importorskip("trimesh")
+    from pyroki_ros.collision.fitting import fit_mesh_spheres, mesh_overshoot, mesh_surface_points
+
+    radius, length, tolerance, padding = 0.05, 0.2, 0.006, 1e-3
+    mesh = trimesh.creation.capsule(height=length, radius=radius, count=[32, 32])  # along z
+    centers, radii = fit_mesh_spheres(mesh, 10, tolerance, padding, steps=200)
+    assert 1 <= len(radii) <= 10
+    # conservative: fresh surface samples (not the ones fitted) are inside some sphere
+    points = mesh_surface_points(mesh, 20000, seed=7)
+    gap = np.linalg.norm(points[:, None] - centers[None], axis=2) - radii
+    assert gap.min(axis=1).max() <= 0
+    # tight: the polygonal mesh lies inside the exact capsule, whose signed distance is
+    # |c - axis segment| - radius, so r + sdf(c) bounds how far each sphere pokes out of it
+    axis_point = np.stack(
+        [0 * centers[:, 0], 0 * centers[:, 0], np.clip(centers[:, 2], -0.1, 0.1)], 1
+    )
+    overshoot = radii + np.linalg.norm(centers - axis_point, axis=1) - radius
+    assert overshoot.max() <= tolerance + padding + 1e-4, overshoot.max()
+    assert np.all(mesh_overshoot(mesh, centers, radii) <= tolerance + padding + 1e-4)
 
 
 def test_self_pairs_skip_fixed_and_adjacent_bodies():

@@ -14,7 +14,12 @@ from reference_fk import reference_fk
 
 from pyroki_ros import Robot
 from pyroki_ros.collision import ContactRules, RobotSpheres, World, checked_pairs
-from pyroki_ros.planning.trajopt import START_IN_COLLISION, TIMED_OUT, TrajectoryOptimizer
+from pyroki_ros.planning.trajopt import (
+    GOAL_IN_COLLISION,
+    START_IN_COLLISION,
+    TIMED_OUT,
+    TrajectoryOptimizer,
+)
 from pyroki_ros.robots import urdf_path
 
 START = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.7, 0.02])
@@ -148,22 +153,32 @@ def test_links_of_held_joints_do_not_count_against_obstacles(panda):
     np.testing.assert_allclose(plan.path[:, :4], np.broadcast_to(START[:4], (16, 4)), atol=1e-9)
 
 
-def test_a_plan_that_cannot_succeed_stops_at_its_budget_with_the_best_path(panda):
-    """The goal configuration sits inside an obstacle, so every start path fails: without a
-    budget all of them are tried; with a tiny one the plan stops after the first, says so
-    (TIMED_OUT) and returns the best path it had."""
+def test_a_goal_in_collision_is_refused_and_a_budget_cuts_the_optimisation(panda):
+    """A goal configuration whose fingers enclose a post: GOAL_IN_COLLISION at once, naming
+    the post, no start path optimised. A clear goal behind a ball on the joint-space line:
+    planned without a budget; with 1 ms the first optimisation is cut to the iterations
+    that fit (the pace of the plans before) and the plan says so (TIMED_OUT) with the best
+    path it had."""
     _, _, planner, model = panda
     hand = reference_fk(model.urdf, GOAL)["panda_hand"]
     between_fingers = hand[:3, :3] @ [0, 0, 0.1] + hand[:3, 3]
     world = World.create(sphere_centers=[between_fingers], sphere_radii=[0.03], names=["post"])
-    tried: dict[str, list] = {"unbounded": [], "cut": []}
-    plan = lambda name, **budget: planner.plan(
-        START, GOAL, world=world, num_steps=16, sampling_budget=0.0,
+    tried: dict[str, list] = {"refused": [], "unbounded": [], "cut": []}
+    plan = lambda name, goal, **budget: planner.plan(
+        START, goal, world=world, num_steps=16, sampling_budget=0.0,
         progress=tried[name].append, **budget,
     )  # fmt: skip
-    unbounded = plan("unbounded")
-    assert not unbounded.success and unbounded.reason == ""
-    cut = plan("cut", timeout=1e-3)
+    refused = plan("refused", GOAL)
+    assert refused.reason == GOAL_IN_COLLISION and "post" in refused.message
+    assert not refused.success and tried["refused"] == []
+
+    swing = START + np.array([1.2, 0, 0, 0, 0, 0, 0, 0.0])
+    middle = reference_fk(model.urdf, 0.5 * (START + swing))["panda_hand"][:3, 3]
+    world = World.create(sphere_centers=[middle], sphere_radii=[0.08], names=["ball"])
+    for _ in range(2):  # the first compiles, the second measures the pace
+        unbounded = plan("unbounded", swing)
+        assert unbounded.success, unbounded.message
+    cut = plan("cut", swing, timeout=1e-3)
     assert not cut.success and cut.reason == TIMED_OUT
     assert "budget" in cut.message and cut.path.shape == unbounded.path.shape
-    assert len(tried["cut"]) == 1 < len(tried["unbounded"])  # start paths tried
+    assert len(tried["cut"]) == 1 and cut.iterations < unbounded.iterations

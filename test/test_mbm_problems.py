@@ -149,5 +149,7 @@ def test_benchmark_runs_one_demo_problem():
     assert result.path_length >= 0
     assert result.false_success == (result.planner_ok and not result.verdict.ok)
     world = mb.to_world(problem)
-    assert world.counts[1:3] == (3, 5)  # cylinders as capsules, cuboids as boxes
+    # cuboids as boxes, cylinders as cylinders, named in the World's order
+    assert world.counts == (0, 0, 5, 0, 3)
+    assert world.names == tuple(c.name for c in problem.cuboids + problem.cylinders)
     assert mb.to_world(problem, drop_stand=True).counts[2] == 4

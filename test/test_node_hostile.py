@@ -278,17 +278,13 @@ def test_retarget_over_the_step_limit_refused_at_once(node):
     assert_serving(node)
 
 
-def test_a_first_time_compile_counts_in_the_budget_and_blocks_nobody(node):
-    # Orientation of link 4 + position of link 6: a combination no request used yet.
-    objectives = [
-        hand_objective(kind=IKObjective.ORIENTATION, link="panda_link4"),
-        hand_objective(kind=IKObjective.POSITION, link="panda_link6"),
-    ]
-    request = SolveIK.Request(objectives=objectives, seed=joint_state(STATE + 0.05 * ARM))
+def call_while_probing_fk(node, kind, service: str, request):
+    """(response, seconds) of one call made on a thread, and the seconds of every good
+    compute_fk sent meanwhile (the node must keep answering those)."""
     result: dict = {}
 
     def call():
-        result["answer"] = timed_call(node, SolveIK, "solve_ik", request)
+        result["answer"] = timed_call(node, kind, service, request)
 
     caller = threading.Thread(target=call)
     caller.start()
@@ -296,7 +292,17 @@ def test_a_first_time_compile_counts_in_the_budget_and_blocks_nobody(node):
     while caller.is_alive():
         fk_times.append(good_fk_seconds(node))
     caller.join()
-    response, seconds = result["answer"]
+    return (*result["answer"], fk_times)
+
+
+def test_a_first_time_compile_counts_in_the_budget_and_blocks_nobody(node):
+    # Orientation of link 4 + position of link 6: a combination no request used yet.
+    objectives = [
+        hand_objective(kind=IKObjective.ORIENTATION, link="panda_link4"),
+        hand_objective(kind=IKObjective.POSITION, link="panda_link6"),
+    ]
+    request = SolveIK.Request(objectives=objectives, seed=joint_state(STATE + 0.05 * ARM))
+    response, seconds, fk_times = call_while_probing_fk(node, SolveIK, "solve_ik", request)
     # The node's default budget is 0.1 s and a compile takes ~1-2 s: TIMEOUT, in time.
     assert response.error_code.val == ErrorCode.TIMEOUT, response.message
     assert "compile" in response.message and seconds < 1.0
@@ -312,6 +318,48 @@ def test_a_first_time_compile_counts_in_the_budget_and_blocks_nobody(node):
     q = np.asarray(response.solution.position)
     p_err, _ = ref.pose_errors(fk(STATE)["panda_link6"], fk(q)["panda_link6"])
     assert p_err < 1.1e-3
+    assert_serving(node)
+
+
+def test_a_first_retarget_compile_counts_in_the_budget_and_blocks_nobody(node):
+    # 37 steps: a motion length no request used yet, so its programs compile first (seconds).
+    t_count, links, budget = 37, ["panda_link4", "panda_hand"], 1.0
+    s = np.linspace(0.0, 1.0, t_count)[:, None]
+    joints = STATE + s * 0.3 * ARM
+    points = np.array([[fk(q)[link][:3, 3] for link in links] for q in joints])
+    request = RetargetMotion.Request(
+        link_names=links,
+        steps=[Keypoints(points=[Point(x=p[0], y=p[1], z=p[2]) for p in step]) for step in points],
+        dt=0.1,
+        seed=joint_state(STATE),
+        timeout=duration(budget),
+    )
+    response, seconds, fk_times = call_while_probing_fk(
+        node, RetargetMotion, "retarget_motion", request
+    )
+    assert response.error_code.val == ErrorCode.TIMEOUT, response.message
+    assert "compiles" in response.message and "retry" in response.message, response.message
+    assert seconds < budget + 1.0
+    # The compile goes on in the background; meanwhile FK is answered quickly, and a retry
+    # with the same budget succeeds once it is done.
+    deadline = time.monotonic() + 120
+    while True:
+        start = time.perf_counter()
+        fk_times.append(good_fk_seconds(node))
+        response, seconds = timed_call(node, RetargetMotion, "retarget_motion", request)
+        compiling = response.error_code.val == ErrorCode.TIMEOUT and "compiles" in response.message
+        if not compiling or time.monotonic() > deadline:
+            break
+        time.sleep(max(0.0, 0.5 - (time.perf_counter() - start)))
+    assert response.success, response.message
+    assert seconds < budget + 1.0
+    assert fk_times and max(fk_times) < GOOD_ANSWER_S, fk_times
+    q = np.array([p.positions for p in response.trajectory.points])
+    assert q.shape == (t_count, len(JOINTS))
+    for t in range(t_count):
+        for k, link in enumerate(links):
+            err = np.linalg.norm(fk(q[t])[link][:3, 3] - points[t, k])
+            assert err < 3e-3, (t, link, err)
     assert_serving(node)
 
 

@@ -168,6 +168,41 @@ def test_joint_goal_plan_with_defaults_starts_at_joint_states(node):
     assert math.isinf(response.min_obstacle_distance)
 
 
+def test_a_goal_inside_an_obstacle_or_out_of_reach_answers_at_once_with_its_code(node):
+    """A pose goal whose hand would sit inside a named box: GOAL_IN_COLLISION naming the box
+    (every configuration reaching that pose puts the hand in the box: the box is 20 cm wide
+    around the hand's goal point). A pose 3 m away: NO_SOLUTION. Both without optimising
+    paths: answered well inside the node's 5 s planning budget."""
+    target = make_transform(np.diag([1.0, -1.0, -1.0]), [0.45, -0.3, 0.25])  # hand down
+    crate = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.2, 0.2, 0.2])
+    request = PlanTrajectory.Request(
+        start_state=joint_state(STATE),
+        goal_objectives=[
+            IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
+        ],
+        num_steps=20,
+        obstacles=[crate],
+        obstacle_poses=[pose_stamped(make_transform(np.eye(3), [0.45, -0.3, 0.25]))],
+        obstacle_names=["crate"],
+    )
+    node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)  # compiles
+    started = time.perf_counter()
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert time.perf_counter() - started < 2.0
+    assert response.error_code.val == ErrorCode.GOAL_IN_COLLISION, response.message
+    assert "crate" in response.message and not response.success
+
+    far = make_transform(np.eye(3), [3.0, 0.0, 0.5])
+    request.goal_objectives = [
+        IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(far))
+    ]
+    request.obstacles, request.obstacle_poses, request.obstacle_names = [], [], []
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert response.error_code.val == ErrorCode.NO_SOLUTION, response.message
+    assert "no IK solution" in response.message and not response.success
+    assert response.goal_position_errors[0] > 1.5  # the closest IK answer, reference: 3 m out
+
+
 def test_a_robot_on_its_stand_plans_and_contacts_follow_the_request(node):
     """The stand under panda_link0 (a box whose top is the base's floor) does not count: the
     base cannot move. Asked to check fixed links, the start is refused naming both; a start
@@ -290,10 +325,11 @@ def test_the_planning_scene_is_kept_applied_all_or_none_and_used_by_plans(node):
     node.session.node.destroy_publisher(publisher)
 
 
-def test_a_plan_that_cannot_succeed_answers_timeout_within_its_budget(node):
-    """The goal configuration's fingers enclose a ball: every start path fails. With a tiny
-    budget the node answers TIMEOUT after the first, with the best path (its points start at
-    the start state)."""
+def test_a_goal_in_collision_is_refused_and_a_tiny_budget_answers_timeout(node):
+    """A joint goal whose fingers enclose a ball: GOAL_IN_COLLISION at once, naming the
+    ball. A clear goal behind a ball on the straight line, with a 1 ms budget: TIMEOUT with
+    the best path so far (its points start at the start state), although the same plan
+    succeeds without a budget."""
     goal = STATE + np.array([0.5, 0.3, -0.2, 0.4, 0.2, -0.3, 0.2, 0.0])
     hand = check.link_pose(goal, "panda_hand")
     ball = SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.03])
@@ -304,8 +340,25 @@ def test_a_plan_that_cannot_succeed_answers_timeout_within_its_budget(node):
         num_steps=16,
         obstacles=[ball],
         obstacle_poses=[pose],
-        timeout=Duration(sec=0, nanosec=1_000_000),
+        obstacle_names=["ball"],
     )
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    assert not response.success
+    assert response.error_code.val == ErrorCode.GOAL_IN_COLLISION, response.message
+    assert "ball" in response.message
+
+    # A swing of joint 1 with a ball where the hand passes halfway along the joint-space
+    # line (~0.2 m from the hand at either end): plans without a budget succeed; with 1 ms
+    # left, one LM iteration cannot take the path around the ball.
+    goal = STATE + np.array([1.2, 0, 0, 0, 0, 0, 0, 0.0])
+    middle = check.link_pose(0.5 * (STATE + goal), "panda_hand")[:3, 3]
+    request.goal_state = joint_state(goal)
+    request.obstacles = [SolidPrimitive(type=SolidPrimitive.SPHERE, dimensions=[0.08])]
+    request.obstacle_poses = [pose_stamped(make_transform(np.eye(3), middle))]
+    for _ in range(2):  # the first compiles; the second measures the pace
+        response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+        assert response.success, response.message
+    request.timeout = Duration(sec=0, nanosec=1_000_000)
     response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
     assert not response.success
     assert response.error_code.val == ErrorCode.TIMEOUT, response.message
@@ -327,6 +380,7 @@ def test_retarget_motion_follows_keypoints(node):
         scale=scale,
         dt=0.1,
         seed=joint_state(STATE),
+        timeout=Duration(sec=120),  # the first motion of this length compiles, counted
     )
     response = node.call(RetargetMotion, "retarget_motion", request, timeout=300.0)
     assert response.success, response.message
@@ -368,6 +422,7 @@ def test_retarget_motion_by_link_to_link_vectors_follows_the_motion_shape(node):
         scale=scale,
         dt=0.1,
         seed=joint_state(STATE),
+        timeout=Duration(sec=120),  # the first motion of this length compiles, counted
     )
     response = node.call(RetargetMotion, "retarget_motion", request, timeout=300.0)
     assert response.success, response.message
@@ -508,3 +563,42 @@ def test_bad_retarget_requests_get_clear_errors(node):
         assert response.error_code.val == code, (fields, response.message)
         assert words in response.message, (fields, response.message)
     assert node.node.alive()
+
+
+def test_the_first_plan_after_the_background_warm_up_answers_within_2_s(tmp_path_factory):
+    """With warmup_plan (config/panda.yaml's default) the node compiles its planner after
+    the model loads; the first plan of a pose goal among a box and a cylinder, once the log
+    says so, then needs no compile (a cold one takes 20-30 s here)."""
+    from harness import wait_until
+
+    with panda_node(tmp_path_factory, "warm_plan", params=("warmup_plan:=true",)) as node:
+
+        def warmed() -> bool:
+            log = node.node.log()
+            assert "background warm-up failed" not in log, log[-2000:]
+            return "planning programs compiled" in log
+
+        wait_until(warmed, 600.0, interval=0.5, what="the planner's background warm-up")
+        goal = STATE + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
+        target = check.link_pose(goal, "panda_hand")
+        shapes = [
+            SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1]),
+            SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03]),
+        ]
+        places = [[-0.4, 0.5, 0.1], [-0.4, -0.5, 0.1]]  # behind the robot, out of the way
+        request = PlanTrajectory.Request(
+            start_state=joint_state(STATE),
+            goal_objectives=[
+                IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
+            ],
+            obstacles=shapes,
+            obstacle_poses=[pose_stamped(make_transform(np.eye(3), p)) for p in places],
+        )
+        started = time.perf_counter()
+        response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+        elapsed = time.perf_counter() - started
+        assert response.success, response.message
+        assert elapsed <= 2.0, f"first plan took {elapsed:.2f} s"
+        q = np.array(response.trajectory.points[-1].positions)
+        p_err, r_err = pose_errors(target, check.link_pose(q, "panda_hand"))
+        assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3

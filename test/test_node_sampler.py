@@ -53,7 +53,7 @@ def test_node_seeds_ik_from_a_sampler_checkpoint(tmp_path_factory):
             f"sampler_{used}",
             work / f"node_{used}",
             [
-                "--params-file", str(CONFIG), "-p", "warmup_batch_sizes:=[]",
+                "--params-file", str(CONFIG), "-p", "warmup_batch_sizes:=[]", "-p", "warmup_plan:=false",
                 "-p", f"sampler_checkpoint:={path}",
                 "-p", f"compilation_cache_dir:={work / 'cache'}",
             ],

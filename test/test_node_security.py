@@ -312,7 +312,14 @@ def test_enforced_security_serves_only_an_enclave_holder(tmp_path_factory, monke
     env = IsolatedNode(
         "pyroki_ros",  # the client session's node: pyroki_ros_client, as in the policy
         tmp_path_factory.mktemp("secure_node"),
-        ["--params-file", str(CONFIG), "-p", f"urdf_file:={urdf_path('panda')}"],
+        [
+            "--params-file",
+            str(CONFIG),
+            "-p",
+            f"urdf_file:={urdf_path('panda')}",
+            "-p",
+            "warmup_plan:=false",
+        ],
         extra_env=security_env(keystore, NODE_ENCLAVE),
     )
     try:

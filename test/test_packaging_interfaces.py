@@ -122,14 +122,24 @@ def test_solve_ik_fields():
 
 
 def test_batch_fk_plan_retarget_fields():
-    assert {
-        "link",
-        "targets",
-        "seed",
-        "active_joints",
-        "position_tolerance",
-        "orientation_tolerance",
-    } <= set(_fields(psrv.SolveIKBatch.Request))
+    assert _fields(psrv.SolveIKBatch.Request) == {
+        "link": "string",
+        "targets": "sequence<geometry_msgs/PoseStamped, 16384>",
+        "packed_frame_id": "string",
+        "packed_poses": "sequence<double>",
+        "local_point": "geometry_msgs/Point",
+        "orientation_weight": "double",
+        "seed": "sensor_msgs/JointState",
+        "active_joints": "sequence<string>",
+        "position_tolerance": "double",
+        "orientation_tolerance": "double",
+        "timeout": "builtin_interfaces/Duration",
+        # per-solve joint limits and the feasibility check, as SolveIK's
+        "limit_joints": "sequence<string>",
+        "limit_lower": "sequence<double>",
+        "limit_upper": "sequence<double>",
+        "avoid_collisions": "boolean",
+    }
     assert (
         _fields(psrv.SolveIKBatch.Request)["targets"]
         == "sequence<geometry_msgs/PoseStamped, 16384>"

@@ -20,8 +20,14 @@ from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres, World
 from pyroki_ros.planning import timing
-from pyroki_ros.planning.retarget import RETARGET_CHUNK, _retarget_start
-from pyroki_ros.planning.trajopt import TIMED_OUT, TrajectoryOptimizer, retarget
+from pyroki_ros.planning.retarget import RETARGET_CHUNK, retarget_start
+from pyroki_ros.planning.trajopt import (
+    GOAL_IN_COLLISION,
+    GOAL_UNREACHABLE,
+    TIMED_OUT,
+    TrajectoryOptimizer,
+    retarget,
+)
 from pyroki_ros.robots import urdf_path
 from pyroki_ros.solver import lm
 
@@ -420,15 +426,43 @@ def test_bad_planning_input_raises_clear_errors(panda):
         retarget(planner, ("panda_hand",), np.zeros((5, 2, 3)))
 
 
-def test_unreachable_goal_returns_the_closest_path_with_success_false(panda):
+def test_unreachable_goal_answers_at_once_with_its_reason(panda):
     robot, _spheres, planner, _model = panda
     start = np.asarray(robot.center(), np.float64)
     far = np.array([1.0, 0, 0, 0, 3.0, 0.0, 0.5])  # 3 m away: out of reach
     plan = planner.plan(start, [O.pose("panda_hand", far)], num_steps=16, num_starts=1)
     assert not plan.success
-    assert "goal" in plan.message
+    assert plan.reason == GOAL_UNREACHABLE
+    assert "no IK solution of the goal" in plan.message
     assert check.within_limits(plan.path)
-    assert plan.position_errors[0] > 1.0
+    np.testing.assert_allclose(plan.path, np.broadcast_to(start, plan.path.shape))
+    # The closest IK answer's error: the hand reaches ~0.85 m, the goal is ~3 m out.
+    assert plan.position_errors[0] > 1.5
+
+
+def test_goal_inside_an_obstacle_answers_at_once_naming_the_contact(panda):
+    """The hand's goal lies inside a box: the plan answers GOAL_IN_COLLISION naming the box,
+    without a path. The claim is checked on IK solutions of the same pose by the independent
+    sphere-model reference: every one of them puts the robot inside the box."""
+    robot, _spheres, planner, model = panda
+    start = np.asarray(robot.center(), np.float64)
+    goal = np.array([0.0, 1.0, 0.0, 0.0, 0.5, 0.0, 0.4])  # hand pointing down, 0.5 m ahead
+    box = {"box_poses": [[1.0, 0, 0, 0, 0.5, 0.0, 0.4]], "box_half_extents": [[0.1, 0.1, 0.1]]}
+    world = World.create(**box, names=["crate"])
+    plan = planner.plan(start, [O.pose("panda_hand", goal)], world=world, num_steps=16)
+    assert not plan.success
+    assert plan.reason == GOAL_IN_COLLISION, plan.message
+    assert "crate" in plan.message
+    np.testing.assert_allclose(plan.path, np.broadcast_to(start, plan.path.shape))
+    # Independent: IK solutions of that pose (without obstacles) all put a sphere of the
+    # hand inside the crate by the reference distance.
+    seeds = np.asarray(robot.random_configurations(jax.random.PRNGKey(3), (8,)))
+    ik = planner.ik.solve([O.pose("panda_hand", goal)], seed=seeds)
+    q = np.asarray(ik.q)[np.asarray(ik.success)]
+    assert len(q) > 0
+    for c in q:
+        world_min, _ = check.path_clearance(model, c[None], box, samples=1)
+        assert world_min < 0
 
 
 def _check_batch_plan(model, obstacles, case, plan) -> None:
@@ -586,7 +620,7 @@ def test_retargeting_starts_at_the_weighted_first_keypoints_or_at_the_seed(panda
     first = _link_positions(goal[None], links)[0]  # (2, 3)
     first[0] += 0.5  # link4's keypoint is far off: with weight 0 it must not pull
     active = ("panda_joint1", "panda_joint2", "panda_joint4", "panda_joint6")
-    start = _retarget_start(planner, links, first, np.array([0.0, 1.0]), seed, active)
+    start = retarget_start(planner, links, first, np.array([0.0, 1.0]), seed, active)
     hand = check.link_pose(start, "panda_hand")[:3, 3]
     assert np.linalg.norm(hand - first[1]) < 1e-3
     moving = np.isin(check.JOINTS, active)
@@ -594,7 +628,7 @@ def test_retargeting_starts_at_the_weighted_first_keypoints_or_at_the_seed(panda
     assert np.abs(start[moving] - seed[moving]).max() > 0.1
     far = first + np.array([2.0, 0.0, 0.0])
     for weights, targets in ((np.zeros(2), first), (np.array([0.0, 1.0]), far)):
-        start = _retarget_start(planner, links, targets, weights, seed, None)
+        start = retarget_start(planner, links, targets, weights, seed, None)
         np.testing.assert_array_equal(start, seed)
 
 

@@ -16,7 +16,7 @@ import pytest
 from nls_reference import dense_hessian
 
 from pyroki_ros.planning.trajopt import retarget_memory_bytes, trajectory_memory_bytes
-from pyroki_ros.solver import lm
+from pyroki_ros.solver import damping, lm
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -181,3 +181,40 @@ def test_long_retarget_and_plan_run_in_memory_linear_in_steps():
     estimate_t = estimate - retarget_memory_bytes(100, 8, 1)
     assert total / 3 < estimate < 3 * total, (estimate / mb, total / mb)
     assert with_t / 3 < estimate_t < 3 * with_t, (estimate_t / mb, with_t / mb)
+
+
+def test_one_damping_schedule_for_chains_and_ik():
+    """The damping schedule of every LM loop (solver/damping.py): an accepted step relaxes the
+    damping and a rejected one stiffens it, within the bounds; a T = 1 (dense) problem, the
+    Rosenbrock function as least squares, solved by ``solve_chain`` under the chain's
+    (Marquardt) and the IK's (Levenberg) schedule, reaches its minimum (1, 1) under both."""
+    chain = damping.CHAIN
+    np.testing.assert_allclose(chain.update(jnp.asarray([1.0, 1.0]), jnp.asarray([True, False])),
+                               [chain.decrease, chain.increase], rtol=1e-6)  # fmt: skip
+    assert float(chain.update(jnp.asarray(chain.minimum), True)) == pytest.approx(chain.minimum)
+    assert float(chain.update(jnp.asarray(chain.maximum), False)) == pytest.approx(chain.maximum)
+    assert bool(chain.stuck(chain.update(jnp.asarray(chain.give_up), False)))
+    assert list(damping.improves(jnp.asarray([1.0, 3.0, np.nan]), 2.0)) == [True, False, False]
+
+    def linearize(x):
+        (a, b) = x[0]
+        r = jnp.stack([10 * (b - a**2), 1 - a])
+        j = jnp.array([[-20 * a, 10.0], [-1.0, 0.0]])
+        return lm.Linearization(
+            cost=0.5 * jnp.sum(r**2),
+            gradient=(j.T @ r)[None],
+            diagonal=(j.T @ j)[None],
+            subdiagonal=jnp.zeros((0, 2, 2)),
+            coupling=jnp.zeros((1, 1)),
+            coupling_weights=jnp.zeros(2),
+        )
+
+    for schedule in (damping.CHAIN, damping.IK):
+        result = jax.jit(
+            lambda x, schedule=schedule: lm.solve_chain(
+                linearize, x, free=jnp.ones((1, 2)), lower=-5.0, upper=5.0, bandwidth=1,
+                relative_tolerance=0.0, cost_tolerance=1e-12, schedule=schedule,
+            )
+        )(jnp.asarray([[-1.2, 1.0]]))  # fmt: skip
+        assert bool(result.converged), schedule
+        np.testing.assert_allclose(result.x[0], [1.0, 1.0], atol=1e-3)

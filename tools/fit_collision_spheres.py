@@ -1,5 +1,11 @@
 #!/usr/bin/env python3
-"""Fit the collision spheres bundled with pyroki_ros (``pyroki_ros/robots/<robot>_spheres.yaml``).
+"""Fit the fine collision spheres bundled with pyroki_ros
+(``pyroki_ros/robots/<robot>_spheres_fine.yaml``; ``RobotSpheres.embedded(name, fine=True)``).
+
+The default sets (``<robot>_spheres.yaml``, 4 spheres per mesh, fast) were made by this tool as
+of commit 31383d5 (k-means on the surface samples): ``git show
+31383d5:tools/fit_collision_spheres.py`` reproduces them; their ignore lists follow the rule
+below.
 
 The shipped URDFs are mesh-free (see tools/make_mesh_free_urdfs.py), so the spheres are fitted
 to the collision meshes of the ORIGINAL descriptions in example-robot-data 6.0.0 (PyPI wheel)::
@@ -11,22 +17,23 @@ to the collision meshes of the ORIGINAL descriptions in example-robot-data 6.0.0
 For every robot in ``ROBOTS``: the original URDF is read with
 :meth:`pyroki_ros.collision.RobotSpheres.from_urdf`, whose ``package://`` look-up finds the
 meshes under the share folder (collision ``<origin>`` and mesh ``scale`` are applied). Each
-mesh gets ``SPHERES_PER_MESH`` spheres (k-means + smallest-ball refinement over vertices and
-4000 surface samples, radius padded by 1 mm); primitive collision geometry (the Panda's finger
-boxes) is covered exactly by :func:`pyroki_ros.collision.cover_box` and friends. Link names
+mesh gets at most ``SPHERES_PER_MESH`` spheres from
+:func:`pyroki_ros.collision.fitting.fit_mesh_spheres`: centres inside the mesh (greedy cover,
+then gradient descent) minimising how far any sphere reaches beyond the mesh, radii covering
+vertices and surface samples exactly plus 1 mm; fewer spheres when the overshoot bound is
+already <= ``TOLERANCE``. The bound per link is printed. Primitive collision geometry (the
+Panda's finger boxes) is covered exactly by :func:`pyroki_ros.collision.cover_box` and friends. Link names
 and frames of the original and the mesh-free URDF are the same (checked).
 
 Default self-collision ignore list. Pairs of adjacent links (parent/child across a moving
 joint, links joined by fixed joints count as one body) are never checked. Of the remaining
-link pairs, one is ignored when its spheres overlap
-
-* at the centre of the joint limits (``Robot.center()``), or
-* in more than ``IGNORE_FRACTION`` (50 %) of ``N_RANDOM`` uniformly random configurations
-  inside the limits (key 0),
-
-i.e. pairs that the sphere approximation makes collide at rest or almost always: such pairs
-would make every plan infeasible (they are always touching, or so close that only a finer
-model can tell them apart). ``EXTRA_IGNORE`` adds pairs by hand, each with its reason (the
+link pairs, one is ignored when its spheres overlap at the centre of the joint limits
+(``Robot.center()``), or come closer than ``CLOSE`` (2 cm, the planner's default margin) in
+more than ``IGNORE_FRACTION`` (50 %) of ``N_RANDOM`` uniformly random configurations inside
+the limits (key 0): pairs that the sphere approximation makes touch at rest or sit within
+the margin almost always would make every plan infeasible, or keep its collision costs
+active on every knot (the Panda's link5 and link7, the wrist, are within 3 cm in every
+configuration of 2,000: with that pair checked, no random start/goal pair is 3 cm clear). ``EXTRA_IGNORE`` adds pairs by hand, each with its reason (the
 Panda's fingers touch each other when closed, by design; its SRDF disables them too).
 The output is deterministic.
 """
@@ -48,9 +55,11 @@ from pyroki_ros import collision
 from pyroki_ros.model.robot import Robot
 
 ERD_VERSION = "6.0.0"
-SPHERES_PER_MESH = 4
+SPHERES_PER_MESH = 12
+TOLERANCE = 0.01  # m; also the primitives' tolerance (RobotSpheres.from_urdf default)
 N_RANDOM = 2000
 IGNORE_FRACTION = 0.5
+CLOSE = 0.02  # m
 
 EXTRA_IGNORE = {"panda": [("panda_leftfinger", "panda_rightfinger")], "ur5": []}
 
@@ -62,16 +71,17 @@ ROBOTS = {
 
 
 def link_pair_collision_fraction(
-    robot: Robot, spheres: collision.RobotSpheres, q: np.ndarray
+    robot: Robot, spheres: collision.RobotSpheres, q: np.ndarray, closer_than: float = 0.0
 ) -> dict[tuple[str, str], float]:
-    """Fraction of configurations ``q`` (n, n_joints) in which each checked link pair overlaps."""
+    """Fraction of configurations ``q`` (n, n_joints) in which each checked link pair comes
+    closer than ``closer_than`` (m; 0: overlaps)."""
     centers = collision.sphere_centers(robot, spheres, q)
     d = np.asarray(collision.self_distances(centers, spheres.radii, spheres))  # (n, P)
     pairs = np.asarray(spheres.self_pairs)
     out: dict[tuple[str, str], np.ndarray] = {}
     for p, (i, j) in enumerate(pairs):
         key = tuple(sorted((spheres.link_names[i], spheres.link_names[j])))
-        hit = d[:, p] < 0
+        hit = d[:, p] < closer_than
         out[key] = hit if key not in out else out[key] | hit
     return {key: float(hit.mean()) for key, hit in out.items()}
 
@@ -79,7 +89,7 @@ def link_pair_collision_fraction(
 def default_ignore(robot: Robot, spheres: collision.RobotSpheres) -> list[tuple[str, str]]:
     at_center = link_pair_collision_fraction(robot, spheres, np.asarray(robot.center())[None])
     q = np.asarray(robot.random_configurations(jax.random.PRNGKey(0), (N_RANDOM,)))
-    fraction = link_pair_collision_fraction(robot, spheres, q)
+    fraction = link_pair_collision_fraction(robot, spheres, q, CLOSE)
     found = {key for key in fraction if at_center[key] > 0 or fraction[key] > IGNORE_FRACTION}
     return sorted(found | {tuple(sorted(p)) for p in EXTRA_IGNORE.get(robot.name, [])})
 
@@ -87,7 +97,8 @@ def default_ignore(robot: Robot, spheres: collision.RobotSpheres) -> list[tuple[
 def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> None:
     # JSON-style (flow) YAML: pyroki_ros reads it without PyYAML.
     lines = [
-        f"# Collision spheres for the embedded '{name}' (pyroki_ros/robots/{name}.urdf).",
+        f"# Fine collision spheres for the embedded '{name}' (pyroki_ros/robots/{name}.urdf):",
+        f"# RobotSpheres.embedded('{name}', fine=True) / node parameter collision_spheres: fine.",
         "# Generated by tools/fit_collision_spheres.py from the collision geometry of",
         f"# example-robot-data {ERD_VERSION}, {source}",
         "# (see LICENSE-example-robot-data.txt). Per link: [x, y, z, radius] in the link frame, m.",
@@ -124,14 +135,18 @@ def main() -> None:
         if original.link_names != robot.link_names or original.parent_index != robot.parent_index:
             raise SystemExit(f"{name}: the original and the embedded URDF differ in links")
         spheres = collision.RobotSpheres.from_urdf(
-            robot, source, package_dirs=[args.share], spheres_per_mesh=SPHERES_PER_MESH
+            robot,
+            source,
+            package_dirs=[args.share],
+            spheres_per_mesh=SPHERES_PER_MESH,
+            tolerance=TOLERANCE,
         )
         # Rounded as written, so the ignore list is computed on exactly what ships.
         spheres = collision.RobotSpheres.from_config(
             robot, {k: np.round(v, 4).tolist() for k, v in spheres.to_config().items()}
         )
         ignore = default_ignore(robot, spheres)
-        out = REPO / "pyroki_ros" / "robots" / f"{name}_spheres.yaml"
+        out = REPO / "pyroki_ros" / "robots" / f"{name}_spheres_fine.yaml"
         write_yaml(out, name, rel.removeprefix("example-robot-data/"), spheres, ignore)
         final = collision.RobotSpheres.from_config(robot, spheres.to_config(), ignore)
         print(

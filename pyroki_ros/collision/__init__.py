@@ -3,9 +3,10 @@
 Everything is expressed in the robot's root frame (REP-103: x forward, y left, z up, metres).
 The robot is approximated by a union of spheres per link (from URDF collision geometry, from a
 config mapping, or from a bundled set fitted offline); obstacles are spheres, capsules,
-oriented boxes and half-spaces. All distances are *signed*: positive is clearance between
-the two surfaces, negative is penetration depth (exact for sphere-sphere, sphere-capsule,
-sphere-half-space; for boxes the exact signed distance of the sphere centre minus its radius).
+oriented boxes, half-spaces and finite cylinders (in that order, ``KINDS``). All distances
+are *signed*: positive is clearance between the two surfaces, negative is penetration depth
+(exact for sphere-sphere, sphere-capsule, sphere-half-space; for boxes and cylinders the
+exact signed distance of the sphere centre minus its radius).
 
 The distance functions are pure JAX, batch over leading dimensions and are safe under
 ``jit``, ``vmap``, ``grad`` and ``jacfwd``: norms use a double ``where`` so a zero distance
@@ -41,6 +42,7 @@ from pyroki_ros.collision.fitting import (
 from pyroki_ros.collision.geometry import (
     DEFAULT_BUCKETS,
     FAR,
+    KINDS,
     RobotSpheres,
     World,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "DEFAULT_BUCKETS",
     "DEFAULT_CONTACTS",
     "FAR",
+    "KINDS",
     "SELF_GROUP",
     "CollisionTerms",
     "ContactRules",

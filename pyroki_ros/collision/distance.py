@@ -30,6 +30,13 @@ def safe_norm3(x: jax.Array, y: jax.Array, z: jax.Array) -> jax.Array:
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
 
 
+def safe_norm2(x: jax.Array, y: jax.Array) -> jax.Array:
+    """|(x, y)| of component arrays, with gradient 0 (not NaN) at 0 (a cylinder's axis)."""
+    sq = x * x + y * y
+    positive = sq > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
+
+
 def _along(a: jax.Array, ndim: int, axis: int) -> jax.Array:
     """(N,) -> broadcastable against points of ``ndim`` dimensions, N on ``axis``."""
     shape = [1] * ndim
@@ -84,7 +91,24 @@ def _halfspace_part(centers, world: World, along) -> jax.Array:
     return d + along(world.halfspace_offsets)
 
 
-_PARTS = (_sphere_part, _capsule_part, _box_part, _halfspace_part)
+def _cylinder_part(centers, world: World, along) -> jax.Array:
+    """Exact signed distance to finite solid cylinders along their local z: radial excess
+    ``|xy| - r`` and axial excess ``|z| - h`` combined like a 2-D box's (outside: the norm of
+    their positive parts, the distance to the side, a cap or the rim; inside: the larger,
+    minus the depth to the nearest surface)."""
+    pose = world.cylinder_poses
+    rot = _box_rotations(pose)
+    rel = tuple(c - along(pose[:, 4 + i]) for i, c in enumerate(centers))
+    local = tuple(sum(along(rot[:, j, i]) * rel[j] for j in range(3)) for i in range(3))  # R^T
+    radial = safe_norm2(local[0], local[1]) - along(world.cylinder_radii)
+    axial = jnp.abs(local[2]) - along(world.cylinder_half_heights)
+    outside = safe_norm2(jnp.maximum(radial, 0.0), jnp.maximum(axial, 0.0))
+    inside = jnp.minimum(jnp.maximum(radial, axial), 0.0)
+    return outside + inside
+
+
+# In the order of ``World.counts`` (geometry.KINDS).
+_PARTS = (_sphere_part, _capsule_part, _box_part, _halfspace_part, _cylinder_part)
 
 
 def obstacle_distances_t(centers: tuple[jax.Array, ...], world: World, axis: int) -> jax.Array:
@@ -100,8 +124,8 @@ def obstacle_distances_t(centers: tuple[jax.Array, ...], world: World, axis: int
         axis: where the obstacle axis is.
 
     Returns:
-        the centres' shape with ``axis`` of size Ns + Nc + Nb + Nh: spheres, capsules, boxes,
-        half-spaces in that order.
+        the centres' shape with ``axis`` of size Ns + Nc + Nb + Nh + Ny: spheres, capsules,
+        boxes, half-spaces, cylinders in that order.
     """
     along = lambda a: _along(a, centers[0].ndim, axis)
     # Every part has the centres' shape with its own count on the obstacle axis.
@@ -153,7 +177,41 @@ def _halfspace_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
     return tuple(n[..., i] for i in range(3))
 
 
-_GRADIENTS = (_sphere_gradient, _capsule_gradient, _box_gradient, _halfspace_gradient)
+def _cylinder_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
+    pose = world.cylinder_poses[index]
+    quat = tuple(pose[..., i] for i in range(4))
+    rel = tuple(p - pose[..., 4 + i] for i, p in enumerate(points))
+    local = k.rotate(k.qconj(quat), rel)
+    rho = safe_norm2(local[0], local[1])
+    # Radial unit vector; on the axis every radial direction is as good: take local x, so a
+    # sphere on the axis of a can is still pushed out (a zero gradient would stall it).
+    off_axis = rho > 0
+    safe_rho = jnp.where(off_axis, rho, 1.0)
+    ux = jnp.where(off_axis, local[0] / safe_rho, 1.0)
+    uy = jnp.where(off_axis, local[1] / safe_rho, 0.0)
+    sz = jnp.where(local[2] >= 0, 1.0, -1.0).astype(local[2].dtype)
+    radial = rho - world.cylinder_radii[index]
+    axial = jnp.abs(local[2]) - world.cylinder_half_heights[index]
+    # Outside: away from the nearest surface point (side, cap or rim); inside: out through
+    # the nearer of the side and the cap.
+    er, ez = jnp.maximum(radial, 0.0), jnp.maximum(axial, 0.0)
+    out = unit3((er * ux, er * uy, ez * sz))
+    side = radial >= axial
+    zero = jnp.zeros_like(ux)
+    inward = (jnp.where(side, ux, zero), jnp.where(side, uy, zero), jnp.where(side, zero, sz))
+    is_out = jnp.maximum(radial, axial) > 0
+    g = tuple(jnp.where(is_out, o, i) for o, i in zip(out, inward))
+    return k.rotate(quat, g)
+
+
+# In the order of ``World.counts`` (geometry.KINDS).
+_GRADIENTS = (
+    _sphere_gradient,
+    _capsule_gradient,
+    _box_gradient,
+    _halfspace_gradient,
+    _cylinder_gradient,
+)
 
 
 def nearest_obstacle_t(
@@ -219,7 +277,8 @@ def world_distances(
         checked: optional (S, N) bool (:func:`checked_pairs`): inf where False.
 
     Returns:
-        (*batch, S, Ns + Nc + Nb + Nh): spheres, capsules, boxes, half-spaces in that order.
+        (*batch, S, Ns + Nc + Nb + Nh + Ny): spheres, capsules, boxes, half-spaces, cylinders
+        in that order.
     """
     components = tuple(centers[..., :, None, i] for i in range(3))  # (*batch, S, 1)
     d = obstacle_distances_t(components, world, axis=-1) - jnp.asarray(radii)[..., :, None]

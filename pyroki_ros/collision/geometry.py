@@ -22,7 +22,16 @@ from pyroki_ros.model.robot import Robot
 # Obstacle-count buckets of World.padded; above the last, counts round up to its multiples.
 DEFAULT_BUCKETS = (0, 4, 16, 64)
 # One field per obstacle kind whose length is that kind's count.
-_COUNT_FIELDS = ("sphere_radii", "capsule_radii", "box_half_extents", "halfspace_offsets")
+_COUNT_FIELDS = (
+    "sphere_radii",
+    "capsule_radii",
+    "box_half_extents",
+    "halfspace_offsets",
+    "cylinder_radii",
+)
+# The kinds in the order of the obstacle axis (distances, names, ``counts``). Cylinders came
+# last so that the first four keep their places.
+KINDS = ("sphere", "capsule", "box", "half-space", "cylinder")
 # Where dummy obstacles live (m). Far enough that no robot sphere reaches them, small enough
 # that squares stay finite in float32.
 FAR = 1.0e6
@@ -158,15 +167,26 @@ class RobotSpheres:
 
     @staticmethod
     def embedded(
-        name: str, robot: Robot | None = None, ignore: Iterable[Sequence[str]] = ()
+        name: str,
+        robot: Robot | None = None,
+        ignore: Iterable[Sequence[str]] = (),
+        *,
+        fine: bool = False,
     ) -> RobotSpheres:
-        """The sphere set bundled for an embedded robot (``pyroki_ros/robots/<name>_spheres.yaml``,
-        made by ``tools/fit_collision_spheres.py``), with its default self-collision ignore
-        list plus ``ignore``. ``robot`` defaults to the embedded URDF's model.
+        """The sphere set bundled for an embedded robot, with its default self-collision
+        ignore list plus ``ignore``. ``robot`` defaults to the embedded URDF's model.
+
+        Two sets per robot (``pyroki_ros/robots/``): ``<name>_spheres.yaml``, the default,
+        4 spheres per link mesh (Panda: 48; they reach up to ~4.5 cm past the mesh), and with
+        ``fine`` ``<name>_spheres_fine.yaml`` from ``tools/fit_collision_spheres.py`` (Panda:
+        118, at most ~1.9 cm past it: grasps in clutter that the default set sees as
+        collisions become feasible, but plans cost several times more, mostly in the
+        self-collision pairs; docs/benchmarks/mbm.md and trajopt.md measure both).
         """
         from pyroki_ros.robots import urdf_path
 
-        path = urdf_path(name).with_name(f"{name}_spheres.yaml")
+        suffix = "_spheres_fine.yaml" if fine else "_spheres.yaml"
+        path = urdf_path(name).with_name(f"{name}{suffix}")
         if not path.is_file():
             raise ValueError(f"no bundled collision spheres for robot {name!r}")
         if robot is None:
@@ -192,9 +212,10 @@ class RobotSpheres:
           its circumscribed sphere, so the union *contains* the shape. Cells are split until a
           sphere over-reaches the shape's thinnest half-size by at most ``tolerance`` (m), or
           ``max_spheres_per_primitive`` is reached;
-        * mesh (needs trimesh): ``spheres_per_mesh`` spheres fitted to the surface (k-means
-          seeded along the principal axis, radius = farthest assigned surface sample plus
-          ``mesh_padding``). A mesh file that cannot be found is skipped with a warning naming
+        * mesh (needs trimesh): at most ``spheres_per_mesh`` spheres containing the surface
+          samples, centred inside so they reach little beyond the mesh (fewer when that
+          overshoot is <= ``tolerance``; see :func:`.fitting.fit_mesh_spheres`), radii plus
+          ``mesh_padding``. A mesh file that cannot be found is skipped with a warning naming
           the link. ``package://pkg/rest`` is looked up as ``<dir>/pkg/rest`` and
           ``<dir>/rest`` for each of ``package_dirs``; relative paths and ``file://`` also
           relative to the URDF's folder.
@@ -279,11 +300,15 @@ class World:
         box_half_extents: (Nb, 3) half-sizes along the box axes.
         halfspace_normals: (Nh, 3) unit outward normals; halfspace_offsets: (Nh,). The
             obstacle is ``{x : n . x + d < 0}`` (a floor at z = 0: n = (0, 0, 1), d = 0).
+        cylinder_poses: (Ny, 7) wxyz_xyz, frame of the cylinder's centre, its axis along the
+            local z (unit quaternion); cylinder_radii: (Ny,); cylinder_half_heights: (Ny,):
+            a finite solid cylinder with flat caps (exact, unlike the capsule around it,
+            which reaches a radius past each cap).
 
-    Distances come in this order along the obstacle axis: spheres, capsules, boxes,
-    half-spaces (see :func:`world_distances`). ``names``: static, one per obstacle in that
-    order (empty: unnamed), for allowed collisions and messages; :meth:`padded` drops them
-    (the compiled programs never see names).
+    Distances come in this order along the obstacle axis (:data:`KINDS`): spheres, capsules,
+    boxes, half-spaces, cylinders (see :func:`world_distances`). ``names``: static, one per
+    obstacle in that order (empty: unnamed), for allowed collisions and messages;
+    :meth:`padded` drops them (the compiled programs never see names).
     """
 
     sphere_centers: jax.Array
@@ -295,16 +320,20 @@ class World:
     box_half_extents: jax.Array
     halfspace_normals: jax.Array
     halfspace_offsets: jax.Array
+    cylinder_poses: jax.Array
+    cylinder_radii: jax.Array
+    cylinder_half_heights: jax.Array
     names: tuple[str, ...] = _static(default=())
 
     @property
-    def counts(self) -> tuple[int, int, int, int]:
-        """(spheres, capsules, boxes, half-spaces), dummies included."""
+    def counts(self) -> tuple[int, int, int, int, int]:
+        """(spheres, capsules, boxes, half-spaces, cylinders), dummies included."""
         return (
             self.sphere_radii.shape[0],
             self.capsule_radii.shape[0],
             self.box_poses.shape[0],
             self.halfspace_offsets.shape[0],
+            self.cylinder_poses.shape[0],
         )
 
     @property
@@ -323,17 +352,21 @@ class World:
         box_half_extents: Any = None,
         halfspace_normals: Any = None,
         halfspace_offsets: Any = None,
+        cylinder_poses: Any = None,
+        cylinder_radii: Any = None,
+        cylinder_half_heights: Any = None,
         names: Sequence[str] | None = None,
         dtype: jnp.dtype = jnp.float32,
     ) -> World:
         """Validated obstacles; any kind may be left out. Half-space normals are normalised
-        (``d`` scaled with them); box quaternions are normalised. ``names``: one distinct,
-        non-empty name per obstacle, in the order spheres, capsules, boxes, half-spaces.
+        (``d`` scaled with them); box and cylinder quaternions are normalised. ``names``: one
+        distinct, non-empty name per obstacle, in the order spheres, capsules, boxes,
+        half-spaces, cylinders.
 
         Raises:
-            ValueError: a kind given only in part, wrong shapes, NaN/inf, radii or half-extents
-                <= 0, a zero normal or quaternion, names of the wrong count or repeated. The
-                message names the field and index.
+            ValueError: a kind given only in part, wrong shapes, NaN/inf, radii, half-extents
+                or half-heights <= 0, a zero normal or quaternion, names of the wrong count or
+                repeated. The message names the field and index.
         """
 
         def get(name, value, tail):
@@ -383,18 +416,38 @@ class World:
             halfspace_normals=(halfspace_normals, (3,)),
             halfspace_offsets=(halfspace_offsets, ()),
         )
+        y = group(
+            "cylinders",
+            cylinder_poses=(cylinder_poses, (7,)),
+            cylinder_radii=(cylinder_radii, ()),
+            cylinder_half_heights=(cylinder_half_heights, ()),
+        )
         positive("sphere_radii", s["sphere_radii"])
         positive("capsule_radii", c["capsule_radii"])
         positive("box_half_extents", b["box_half_extents"])
-        poses = b["box_poses"].copy()
-        qn = np.linalg.norm(poses[:, :4], axis=1)
-        if np.any(qn < 1e-9):
-            raise ValueError(f"box_poses[{np.argmax(qn < 1e-9)}] has a zero quaternion")
-        poses[:, :4] /= qn[:, None] if len(qn) else 1.0
+        positive("cylinder_radii", y["cylinder_radii"])
+        positive("cylinder_half_heights", y["cylinder_half_heights"])
+
+        def unit_quaternions(name, poses):
+            poses = poses.copy()
+            qn = np.linalg.norm(poses[:, :4], axis=1)
+            if np.any(qn < 1e-9):
+                raise ValueError(f"{name}[{np.argmax(qn < 1e-9)}] has a zero quaternion")
+            poses[:, :4] /= qn[:, None] if len(qn) else 1.0
+            return poses
+
         nn = np.linalg.norm(h["halfspace_normals"], axis=1)
         if np.any(nn < 1e-9):
             raise ValueError(f"halfspace_normals[{np.argmax(nn < 1e-9)}] is zero")
-        a = {**s, **c, **b, **h, "box_poses": poses}
+        a = {
+            **s,
+            **c,
+            **b,
+            **h,
+            **y,
+            "box_poses": unit_quaternions("box_poses", b["box_poses"]),
+            "cylinder_poses": unit_quaternions("cylinder_poses", y["cylinder_poses"]),
+        }
         a["halfspace_normals"] = (
             h["halfspace_normals"] / nn[:, None] if len(nn) else a["halfspace_normals"]
         )
@@ -415,7 +468,7 @@ class World:
         """Obstacle ``i``'s name (its kind and index within the kind when unnamed)."""
         if self.names:
             return self.names[i]
-        for kind, count in zip(("sphere", "capsule", "box", "half-space"), self.counts):
+        for kind, count in zip(KINDS, self.counts):
             if i < count:
                 return f"{kind} {i}"
             i -= count
@@ -442,17 +495,21 @@ class World:
             extra = jnp.broadcast_to(jnp.asarray(fill, a.dtype), (n - a.shape[0], *a.shape[1:]))
             return jnp.concatenate([a, extra], axis=0)
 
-        ns, nc, nb, nh = (size(n) for n in self.counts)
+        ns, nc, nb, nh, ny = (size(n) for n in self.counts)
         far3 = [FAR, FAR, FAR]
+        far_pose = [1.0, 0.0, 0.0, 0.0, FAR, FAR, FAR]
         return World(
             sphere_centers=pad(self.sphere_centers, ns, far3),
             sphere_radii=pad(self.sphere_radii, ns, 0.0),
             capsule_a=pad(self.capsule_a, nc, far3),
             capsule_b=pad(self.capsule_b, nc, far3),
             capsule_radii=pad(self.capsule_radii, nc, 0.0),
-            box_poses=pad(self.box_poses, nb, [1.0, 0.0, 0.0, 0.0, FAR, FAR, FAR]),
+            box_poses=pad(self.box_poses, nb, far_pose),
             box_half_extents=pad(self.box_half_extents, nb, [0.0, 0.0, 0.0]),
             # n . x + d with d = FAR is positive everywhere the robot can be.
             halfspace_normals=pad(self.halfspace_normals, nh, [0.0, 0.0, 1.0]),
             halfspace_offsets=pad(self.halfspace_offsets, nh, FAR),
+            cylinder_poses=pad(self.cylinder_poses, ny, far_pose),
+            cylinder_radii=pad(self.cylinder_radii, ny, 0.0),
+            cylinder_half_heights=pad(self.cylinder_half_heights, ny, 0.0),
         )

@@ -11,10 +11,12 @@ Joint limits hold exactly: every step is clipped into the limits, and a joint si
 limit that the step would push through is frozen for that step. Continuous joints wrap.
 The limits are the solve's (settings), not constants: per-solve limits never recompile.
 
-This is the specialised IK loop (the banded chain LM of planning is pyroki_ros/solver/lm.py):
-states are kept lanes LAST, (n, lanes) and (width, lanes), element-wise sums instead of tiny
-dots, records packed into one array each, a few CPU lanes; measured in bench/ik_lanes.py and
-docs/benchmarks/ik.md (the lane count, the per-call latency) and tuned in bench/tune_ik.py.
+The LM rules are the engine's (pyroki_ros/solver/): the damping schedule and the acceptance
+test of solver/damping.py (the IK constants, tuned in bench/tune_ik.py), the damped normal
+equations of solver/lm.py at T = 1. What is specialised here, for speed, is the layout: states
+kept lanes LAST, (n, lanes) and (width, lanes), element-wise sums instead of tiny dots, records
+packed into one array each, a few CPU lanes (bench/ik_lanes.py, docs/benchmarks/ik.md), and
+the damped step's solve (:func:`_damped_step_lanes`, with its measurement).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from pyroki_ros import devices
 from pyroki_ros import objectives as obj
 from pyroki_ros.ik.settings import _FIELDS, _WIDTH, Objectives, _answer_columns, _Settings, _slices
 from pyroki_ros.model.robot import Robot
-from pyroki_ros.solver.constant_pool import pooled_constants
-from pyroki_ros.solver.linalg import solve_spd
+from pyroki_ros.solver.damping import IK as _DAMPING
+from pyroki_ros.solver.damping import improves
 
 
 def _kronecker_steps(n: int) -> np.ndarray:
@@ -135,9 +137,9 @@ def _accept(robot, objectives, q, settings, layout: _Layout, acc, best, lam):
     record = jnp.concatenate(
         [q, residual, jacobian.reshape(m * n, q.shape[1]), pos_err, rot_err, cost[None]]
     )
-    better = cost < acc[cost_row]
+    better = improves(cost, acc[cost_row])
     acc = jnp.where(better[None], record, acc)
-    lam = jnp.where(better, jnp.maximum(lam * _DAMPING_DOWN, 1e-7), lam * _DAMPING_UP)
+    lam = _DAMPING.update(lam, better)
     best = jnp.where((acc[cost_row] < best[cost_row])[None], acc, best)
     return acc, best, lam, better & converged
 
@@ -155,15 +157,55 @@ def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
     on_lower = (acc_q <= lower) & (gradient > 0)
     on_upper = (acc_q >= upper) & (gradient < 0)
     free = (active & (wraps | ~(on_lower | on_upper)) & (upper > lower)).astype(acc.dtype)
-    jf = jacobian * free[None]
-    hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
     # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
     gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
-    diagonal = lam[None] + (1.0 - free) + settings.rest_weight
-    eye = np.eye(n, dtype=acc.dtype)[:, :, None]  # numpy: a constant, not a kernel
-    step = solve_spd(hessian + diagonal[:, None] * eye, -gradient * free) * free
+    step = _damped_step_lanes(jacobian, gradient, free, lam, settings.rest_weight)
     step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
     return _into_bounds(acc_q + step, lower, upper, wraps)
+
+
+def _damped_step_lanes(
+    jacobian: jax.Array, gradient: jax.Array, free: jax.Array, lam: jax.Array, rest_weight
+) -> jax.Array:
+    """The IK specialisation of the damped step, lanes last: delta (n, lanes) solving
+    ``(J^T J + rest_weight I + D(lam)) delta = -gradient`` over the ``free`` joints (the others
+    get an identity row and a zero step), D by the IK damping schedule (solver/damping.py).
+
+    Args:
+        jacobian: (m, n, lanes); gradient: (n, lanes) J^T r plus the rest term's;
+        free: (n, lanes) 1 where a joint may move; lam: (lanes,) the damping.
+
+    It is :func:`pyroki_ros.solver.lm.solve_chain`'s damped step with T = 1 (one knot, no
+    coupling), written for the lanes-last layout with a Gauss-Jordan elimination over the
+    whole augmented matrix (n fused array updates) instead of the chain solver's LAPACK
+    Cholesky (on a CPU, LAPACK on batches of 7x7 systems costs more than the arithmetic).
+    Measured (bench/ik_benchmark.py --quick --robots panda --solvers
+    pyroki_ros,pyroki_ros-batch, 2 shared CPU cores, 2026-11-25, two interleaved runs each):
+    this 0.100 / 0.100 ms single-target median and 20,200 / 21,100 targets/s batched; the
+    Cholesky instead 0.118 / 0.111 ms (+11-18 %) and 16,700 / 17,300 /s (-17 %). Above
+    ``_UNROLL_MAX`` joints the elimination's trace grows too long: Cholesky there.
+    """
+    n = free.shape[0]
+    jf = jacobian * free[None]
+    # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
+    hessian = jnp.sum(jf[:, :, None] * jf[:, None, :], axis=0)  # (n, n, lanes)
+    damped = _DAMPING.diagonal(jnp.sum(jf * jf, axis=0), lam[None])  # (n, lanes)
+    diagonal = damped + (1.0 - free) + rest_weight
+    eye = np.eye(n, dtype=jacobian.dtype)[:, :, None]  # numpy: a constant, not a kernel
+    a = hessian + diagonal[:, None] * eye  # symmetric positive definite: no pivoting
+    b = -gradient * free
+    if n > _UNROLL_MAX:
+        factor = jax.scipy.linalg.cho_factor(jnp.moveaxis(a, (0, 1), (-2, -1)))
+        x = jax.scipy.linalg.cho_solve(factor, jnp.moveaxis(b, 0, -1)[..., None])[..., 0]
+        return jnp.moveaxis(x, -1, 0) * free
+    augmented = jnp.concatenate([a, b[:, None]], axis=1)  # (n, n + 1, lanes)
+    rows = np.arange(n)[:, None]  # numpy: masks become constants
+    for k in range(n):
+        pivot = augmented[k] / augmented[k, k : k + 1]  # (n + 1, lanes)
+        factor = jnp.where(rows == k, 0.0, augmented[:, k])  # (n, lanes)
+        augmented = augmented - factor[:, None] * pivot[None]
+        augmented = augmented.at[k].set(pivot)
+    return augmented[:, n] * free
 
 
 def _answer(layout: _Layout, acc, best, done, iterations):
@@ -202,7 +244,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
         "q": _restart_point(restart0, seed, *sample_box, steps),
         "acc": empty,
         "best": empty,
-        "lam": jnp.full(1, _DAMPING_START, dtype),
+        "lam": jnp.full(1, _DAMPING.initial, dtype),
         "counters": jnp.stack([restart0, zero, zero]),  # restart, iterations (restart, total)
         "finish": ~valid[:1],
         "done": jnp.zeros(1, bool),
@@ -214,7 +256,9 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
         )
         restarts, iters_restart, iters_total = s["counters"] + np.array([[0], [1], [1]], np.int32)
         finish = done | (iters_total >= settings.max_iterations)
-        restart = ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+        restart = ~finish & (
+            (iters_restart >= settings.iterations_per_restart) | _DAMPING.stuck(lam)
+        )
         restarts = restarts + restart.astype(jnp.int32)
         stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
         start = _restart_point(restarts, seed, *sample_box, steps)
@@ -222,13 +266,13 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
             "q": jnp.where(restart[None], start, stepped),
             "acc": jnp.where(restart[None], empty, acc),
             "best": best,
-            "lam": jnp.where(restart, _DAMPING_START, lam),
+            "lam": jnp.where(restart, _DAMPING.initial, lam),
             "counters": jnp.stack([restarts, jnp.where(restart, 0, iters_restart), iters_total]),
             "finish": finish,
             "done": done,
         }
 
-    s = jax.lax.while_loop(lambda s: ~s["finish"][0], pooled_constants(body), state)
+    s = jax.lax.while_loop(lambda s: ~s["finish"][0], body, state)
     return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
 
 
@@ -277,7 +321,7 @@ def _queue_solve(
         "slot": first,
         "next": jnp.minimum(jnp.int32(lanes), n_queued),
         "counters": jnp.stack([restart0, 0 * restart0, 0 * restart0]),  # restart, iterations
-        "lam": jnp.full(lanes, _DAMPING_START, dtype),
+        "lam": jnp.full(lanes, _DAMPING.initial, dtype),
         "q": restart_point(restart0, seed0, lower0, upper0),
         "acc": empty_acc,
         "best": empty_acc,
@@ -295,7 +339,9 @@ def _queue_solve(
         iters_restart, iters_total = iters_restart + 1, iters_total + 1
         finish = live & (done | (iters_total >= budget))
         restart = (
-            live & ~finish & ((iters_restart >= settings.iterations_per_restart) | (lam > 1e5))
+            live
+            & ~finish
+            & ((iters_restart >= settings.iterations_per_restart) | _DAMPING.stuck(lam))
         )
 
         # Finished lanes write their answer (the converged point, else the best over
@@ -329,7 +375,7 @@ def _queue_solve(
             "counters": jnp.stack(
                 [restarts, jnp.where(reset, 0, iters_restart), jnp.where(finish, 0, iters_total)]
             ),
-            "lam": jnp.where(reset, _DAMPING_START, lam),
+            "lam": jnp.where(reset, _DAMPING.initial, lam),
             "q": jnp.where(reset[None], start, stepped),
             "acc": jnp.where(reset[None], empty_acc, acc),
             "best": jnp.where(finish[None], empty_acc, best),
@@ -391,9 +437,8 @@ _FIRST_PASS_RESTARTS = 3
 # Lanes on a CPU: past ~512-byte buffers XLA:CPU runs a program's kernels on its thread pool,
 # and per-iteration overhead grows; 16 lanes measured best on 2 cores (bench/ik_lanes.py).
 _CPU_LANES = 16
-# Levenberg-Marquardt damping: start, and factors on an accepted / rejected step.
-_DAMPING_START, _DAMPING_DOWN, _DAMPING_UP = 0.3, 0.35, 3.0  # tuned: bench/tune_ik.py
 _MAX_STEP = np.inf  # rad or m per joint and iteration
+_UNROLL_MAX = 16  # joints: above, the damped step's elimination is replaced by LAPACK
 
 
 def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
@@ -465,7 +510,7 @@ def _sharded_solve(robot: Robot, structure: tuple, lanes: int, settings_vector, 
     the settings becomes this share's."""
     rows = params.shape[0]
     first = jax.lax.axis_index(devices.AXIS) * rows
-    last = _Settings.size(robot.n_joints) - 1  # n_valid: the packed settings' last entry
+    last = _Settings.n_valid_index(robot.n_joints)
     local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
     packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
     return _packed_solve(robot, structure, lanes, packed)

@@ -1,5 +1,6 @@
-"""IK settings and formats: the per-call settings and their flat packing, the column layout of
-answer records, the objective structure key, batch buckets, defaults and the result type."""
+"""IK settings and formats: the per-call settings (their checks, and the layout of the flat
+vector they travel in), the column layout of answer records, the objective structure key,
+batch buckets, defaults and the result type."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from pyroki_ros import objectives as obj
 from pyroki_ros.model.limits import JointLimits
+from pyroki_ros.model.robot import Robot
 
 Objectives = tuple[obj.Objective, ...]
 
@@ -42,6 +44,8 @@ class _Settings:
 
     Travels as one flat vector (see :meth:`pack`): every argument of a jitted call is a
     separate host-to-device copy, and a single small solve cannot afford a dozen of them.
+    The vector's layout: the (n,) fields of ``_VECTORS`` in that order, then the scalars of
+    ``_SCALARS`` (see :func:`_layout`).
     """
 
     active: jax.Array  # (n,) bool
@@ -64,44 +68,169 @@ class _Settings:
     limits: JointLimits | None = None
     center: np.ndarray | None = None
 
-    _VECTORS = ("active", "max_deviation", "rest", "lower", "upper")
-    _VECTORS += ("sample_lower", "sample_upper", "wraps")
-
     def pack(self, n_valid: int, dtype) -> np.ndarray:
-        scalars = [
-            self.rest_weight,
-            *self.tolerances,
-            self.iterations_per_restart,
-            self.max_iterations,
-            self.first_restart,
-            n_valid,  # last: _sharded_solve rewrites it
-        ]
-        vectors = [getattr(self, name) for name in self._VECTORS]
-        return np.concatenate([*vectors, np.asarray(scalars, np.float64)], dtype=dtype)
+        """The flat vector (:func:`size`,) in ``dtype``, for ``n_valid`` real problems."""
+        values = {name: getattr(self, name) for name, _ in _SCALARS[:-1]} | {"n_valid": n_valid}
+        vectors = [getattr(self, name) for name in _VECTORS]
+        scalars = [np.ravel(np.asarray(values[name], np.float64)) for name, _ in _SCALARS]
+        return np.concatenate([*vectors, *scalars], dtype=dtype)
 
     @staticmethod
     def size(n: int) -> int:
         """Length of the packed vector for n joints."""
-        return len(_Settings._VECTORS) * n + 7
+        return _layout(n)["n_valid"].stop
+
+    @staticmethod
+    def n_valid_index(n: int) -> int:
+        """Where the count of real problems lies in the packed vector (its last entry)."""
+        return _layout(n)["n_valid"].start
 
     @staticmethod
     def unpack(vector: jax.Array, n: int) -> tuple[_Settings, jax.Array]:
-        rows = len(_Settings._VECTORS)
-        fields = {name: vector[i * n : (i + 1) * n] for i, name in enumerate(_Settings._VECTORS)}
-        scalars = vector[rows * n :]
+        """Traced settings and the count of real problems from a packed ``vector``."""
+        field = {name: vector[where] for name, where in _layout(n).items()}
+        count = lambda name: field[name][0].astype(jnp.int32)
         settings = _Settings(
-            **fields | {"active": fields["active"] > 0.5, "wraps": fields["wraps"] > 0.5},
-            rest_weight=scalars[0],
-            tolerances=scalars[1:3],
-            iterations_per_restart=scalars[3].astype(jnp.int32),
-            max_iterations=scalars[4].astype(jnp.int32),
-            first_restart=scalars[5].astype(jnp.int32),
+            **{name: field[name] for name in _VECTORS}
+            | {"active": field["active"] > 0.5, "wraps": field["wraps"] > 0.5},
+            rest_weight=field["rest_weight"][0],
+            tolerances=field["tolerances"],
+            iterations_per_restart=count("iterations_per_restart"),
+            max_iterations=count("max_iterations"),
+            first_restart=count("first_restart"),
         )
-        return settings, scalars[6].astype(jnp.int32)
+        return settings, count("n_valid")
 
     def take(self, joints: np.ndarray) -> _Settings:
         """The settings of the joints ``joints`` (indices) only."""
-        return dataclasses.replace(self, **{k: getattr(self, k)[joints] for k in self._VECTORS})
+        return dataclasses.replace(self, **{k: getattr(self, k)[joints] for k in _VECTORS})
+
+
+# The packed settings vector: these (n,) fields, then these scalars (n_valid last:
+# _sharded_solve rewrites it per device).
+_VECTORS = ("active", "max_deviation", "rest", "lower", "upper")
+_VECTORS += ("sample_lower", "sample_upper", "wraps")
+_SCALARS = (("rest_weight", 1), ("tolerances", 2), ("iterations_per_restart", 1))
+_SCALARS += (("max_iterations", 1), ("first_restart", 1), ("n_valid", 1))
+
+
+@functools.cache
+def _layout(n: int) -> dict[str, slice]:
+    """Where each field lies in the packed settings vector for n joints."""
+    return _slices(**dict.fromkeys(_VECTORS, n), **dict(_SCALARS))
+
+
+def checked_settings(
+    robot: Robot,
+    dtype: np.dtype,
+    *,
+    active_joints=None,
+    max_deviation=None,
+    rest=None,
+    rest_weight: float = 0.0,
+    position_tolerance: float = DEFAULT_POSITION_TOLERANCE,
+    orientation_tolerance: float = DEFAULT_ORIENTATION_TOLERANCE,
+    iterations_per_restart: int = DEFAULT_ITERATIONS_PER_RESTART,
+    max_iterations: int = 1000,
+    limits: JointLimits | None = None,
+) -> _Settings:
+    """Checks and gathers the per-call options of :meth:`IKSolver.solve` for ``robot`` and a
+    program of ``dtype`` (ValueError / TypeError on a bad one)."""
+    n = robot.n_joints
+    active = np.ones(n, bool)
+    if active_joints is not None:
+        active_joints = list(active_joints)
+        if not active_joints:
+            raise ValueError("active_joints is empty: give at least one joint (or None = all)")
+        active[:] = False
+        for name in active_joints:
+            active[robot.joint_index(name)] = True
+    deviation = np.full(n, np.inf)
+    if max_deviation is not None:
+        deviation = np.asarray(max_deviation, np.float64)
+        if deviation.shape not in ((), (n,)):
+            raise ValueError(f"max_deviation must be one number or {n} numbers")
+        deviation = np.broadcast_to(deviation, (n,)).copy()
+        if np.any(np.isnan(deviation)) or np.any(deviation < 0):
+            raise ValueError("max_deviation must be >= 0 (per joint or one number)")
+    rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
+    if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
+        raise ValueError(f"rest must be {n} finite joint values")
+    for name, value in (
+        ("position_tolerance", position_tolerance),
+        ("orientation_tolerance", orientation_tolerance),
+    ):
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number, got {value}")
+    if not rest_weight >= 0:
+        raise ValueError(f"rest_weight must be >= 0, got {rest_weight}")
+    if iterations_per_restart < 1 or max_iterations < 1:
+        raise ValueError("iterations_per_restart and max_iterations must be >= 1")
+    return _Settings(
+        active=active,
+        max_deviation=deviation,
+        rest=rest_q,
+        **_limit_fields(robot, dtype, limits),
+        rest_weight=rest_weight,
+        tolerances=(position_tolerance, orientation_tolerance),
+        iterations_per_restart=iterations_per_restart,
+        max_iterations=max_iterations,
+        first_restart=0,
+    )
+
+
+def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> dict:
+    """The settings' limit fields for per-solve ``limits`` (None: the robot's), checked."""
+    urdf = robot.limits
+    if limits is not None:
+        limits = _checked_limits(robot, limits)
+    effective = urdf if limits is None else limits
+    # Rounded inwards in the program's dtype, held as float64: packing casts them exactly.
+    lower, upper = (x.astype(np.float64) for x in effective.inner(dtype))
+    # Restart points: inside the finite box; a bound turned off samples up to the URDF's.
+    finite_low, finite_high = np.isfinite(lower), np.isfinite(upper)
+    sample_upper = np.where(
+        finite_high, upper, np.maximum(urdf.upper, np.where(finite_low, lower, -np.inf))
+    )
+    sample_lower = np.where(finite_low, lower, np.minimum(urdf.lower, sample_upper))
+    return {
+        "lower": lower,
+        "upper": upper,
+        "sample_lower": sample_lower,
+        "sample_upper": sample_upper,
+        "wraps": effective.wraps,
+        "limits": limits,
+        "center": None if limits is None else (sample_lower + sample_upper) / 2,
+    }
+
+
+def _checked_limits(robot: Robot, limits: JointLimits) -> JointLimits | None:
+    """Per-solve limits, checked against the robot's: ValueError unless a
+    :class:`JointLimits` for its joints whose finite bounds lie inside the URDF's (as
+    ``robot.limits.narrowed(...)`` makes them). None when they are the robot's own."""
+    urdf = robot.limits
+    if not isinstance(limits, JointLimits):
+        raise TypeError(
+            "limits must be a JointLimits (robot.limits.narrowed(lower, upper)), "
+            f"got {type(limits).__name__}"
+        )
+    if limits == urdf:
+        return None
+    if limits.n != urdf.n:
+        raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
+    low, high = limits.lower, limits.upper
+    bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
+    bad |= limits.wraps & ~urdf.wraps  # a joint with limits in the URDF cannot wrap
+    bad |= np.isfinite(low) & (low < urdf.lower - 1e-12)
+    bad |= np.isfinite(high) & (high > urdf.upper + 1e-12)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"limits: joint '{robot.joint_names[i]}' [{low[i]:.6g}, {high[i]:.6g}] is "
+            f"empty or not inside its URDF limits [{urdf.lower[i]:.6g}, {urdf.upper[i]:.6g}] "
+            "(turn a bound off with -inf / +inf)"
+        )
+    return limits
 
 
 @functools.cache

@@ -28,13 +28,11 @@ from pyroki_ros.ik.lm import (
 )
 from pyroki_ros.ik.pose import PoseSolver
 from pyroki_ros.ik.settings import (
-    DEFAULT_ITERATIONS_PER_RESTART,
-    DEFAULT_ORIENTATION_TOLERANCE,
-    DEFAULT_POSITION_TOLERANCE,
     IKResult,
     _answer_columns,
     _Settings,
     bucket,
+    checked_settings,
     structure,
 )
 from pyroki_ros.model.limits import JointLimits
@@ -249,114 +247,10 @@ class IKSolver:
         ``options`` as for :meth:`solve`."""
         return PoseSolver(self, link, reference, position_weight, orientation_weight, options)
 
-    def settings(
-        self,
-        *,
-        active_joints=None,
-        max_deviation=None,
-        rest=None,
-        rest_weight: float = 0.0,
-        position_tolerance: float = DEFAULT_POSITION_TOLERANCE,
-        orientation_tolerance: float = DEFAULT_ORIENTATION_TOLERANCE,
-        iterations_per_restart: int = DEFAULT_ITERATIONS_PER_RESTART,
-        max_iterations: int = 1000,
-        limits: JointLimits | None = None,
-    ) -> _Settings:
-        """Checks and gathers the per-call options (see :meth:`solve`)."""
-        robot = self.robot
-        n = robot.n_joints
-        active = np.ones(n, bool)
-        if active_joints is not None:
-            active_joints = list(active_joints)
-            if not active_joints:
-                raise ValueError("active_joints is empty: give at least one joint (or None = all)")
-            active[:] = False
-            for name in active_joints:
-                active[robot.joint_index(name)] = True
-        deviation = np.full(n, np.inf)
-        if max_deviation is not None:
-            deviation = np.asarray(max_deviation, np.float64)
-            if deviation.shape not in ((), (n,)):
-                raise ValueError(f"max_deviation must be one number or {n} numbers")
-            deviation = np.broadcast_to(deviation, (n,)).copy()
-            if np.any(np.isnan(deviation)) or np.any(deviation < 0):
-                raise ValueError("max_deviation must be >= 0 (per joint or one number)")
-        rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
-        if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
-            raise ValueError(f"rest must be {n} finite joint values")
-        for name, value in (
-            ("position_tolerance", position_tolerance),
-            ("orientation_tolerance", orientation_tolerance),
-        ):
-            if not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value}")
-        if not rest_weight >= 0:
-            raise ValueError(f"rest_weight must be >= 0, got {rest_weight}")
-        if iterations_per_restart < 1 or max_iterations < 1:
-            raise ValueError("iterations_per_restart and max_iterations must be >= 1")
-        return _Settings(
-            active=active,
-            max_deviation=deviation,
-            rest=rest_q,
-            **self._limit_fields(limits),
-            rest_weight=rest_weight,
-            tolerances=(position_tolerance, orientation_tolerance),
-            iterations_per_restart=iterations_per_restart,
-            max_iterations=max_iterations,
-            first_restart=0,
-        )
-
-    def _limit_fields(self, limits: JointLimits | None) -> dict:
-        """The settings' limit fields for per-solve ``limits`` (None: the robot's), checked."""
-        urdf = self.robot.limits
-        if limits is not None:
-            limits = self._checked_limits(limits)
-        effective = urdf if limits is None else limits
-        # Rounded inwards in the program's dtype, held as float64: packing casts them exactly.
-        lower, upper = (x.astype(np.float64) for x in effective.inner(self._dtype))
-        # Restart points: inside the finite box; a bound turned off samples up to the URDF's.
-        finite_low, finite_high = np.isfinite(lower), np.isfinite(upper)
-        sample_upper = np.where(
-            finite_high, upper, np.maximum(urdf.upper, np.where(finite_low, lower, -np.inf))
-        )
-        sample_lower = np.where(finite_low, lower, np.minimum(urdf.lower, sample_upper))
-        return {
-            "lower": lower,
-            "upper": upper,
-            "sample_lower": sample_lower,
-            "sample_upper": sample_upper,
-            "wraps": effective.wraps,
-            "limits": limits,
-            "center": None if limits is None else (sample_lower + sample_upper) / 2,
-        }
-
-    def _checked_limits(self, limits: JointLimits) -> JointLimits | None:
-        """Per-solve limits, checked against the robot's: ValueError unless a
-        :class:`JointLimits` for its joints whose finite bounds lie inside the URDF's (as
-        ``robot.limits.narrowed(...)`` makes them). None when they are the robot's own."""
-        urdf = self.robot.limits
-        if not isinstance(limits, JointLimits):
-            raise TypeError(
-                "limits must be a JointLimits (robot.limits.narrowed(lower, upper)), "
-                f"got {type(limits).__name__}"
-            )
-        if limits == urdf:
-            return None
-        if limits.n != urdf.n:
-            raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
-        low, high = limits.lower, limits.upper
-        bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
-        bad |= limits.wraps & ~urdf.wraps  # a joint with limits in the URDF cannot wrap
-        bad |= np.isfinite(low) & (low < urdf.lower - 1e-12)
-        bad |= np.isfinite(high) & (high > urdf.upper + 1e-12)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"limits: joint '{self.robot.joint_names[i]}' [{low[i]:.6g}, {high[i]:.6g}] is "
-                f"empty or not inside its URDF limits [{urdf.lower[i]:.6g}, {urdf.upper[i]:.6g}] "
-                "(turn a bound off with -inf / +inf)"
-            )
-        return limits
+    def settings(self, **options) -> _Settings:
+        """Checks and gathers the per-call options (see :meth:`solve` and
+        :func:`~pyroki_ros.ik.settings.checked_settings`)."""
+        return checked_settings(self.robot, self._dtype, **options)
 
     def solve(
         self,

@@ -7,10 +7,8 @@ order in which a plan tries things."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import jax
@@ -20,8 +18,10 @@ from pyroki_ros import collision as col
 from pyroki_ros import objectives as obj
 from pyroki_ros.model.limits import MEASURED_SLACK
 from pyroki_ros.model.robot import Robot
+from pyroki_ros.planning import goals as goal_search
 from pyroki_ros.planning import rrt
 from pyroki_ros.planning.problem import (
+    GOAL_IN_COLLISION,
     START_IN_COLLISION,
     TIMED_OUT,
     PlanResult,
@@ -36,10 +36,11 @@ if TYPE_CHECKING:
 # TrajectoryOptimizer.optimize): most plans are usable after 5-10 of their 30-60 iterations.
 EARLY_STOP = 1e-2
 
-# Goal poses: IK solutions tried as the path's last knot (see TrajectoryOptimizer.plan).
-GOAL_SEEDS = 16  # one batched IK solve: the start and 15 random seeds
-GOAL_CANDIDATES = 4  # distinct usable solutions kept, nearest to the start first
-GOAL_LIMIT_SLACK = 0.02  # rad a goal keeps from joint limits
+# m: the least reach of the collision costs when a start or goal is that close (_end_margin)
+MIN_MARGIN = 0.004
+
+# Goal poses: IK solutions tried as the path's last knot (planning/goals.py).
+GOAL_SEEDS = goal_search.SEEDS
 
 
 def plan(
@@ -69,11 +70,13 @@ def plan(
         num_starts: initial paths optimised together: the straight line in joint space and
             ``num_starts - 1`` paths through random intermediate configurations. Default:
             on a CPU up to 8 paths one after the other, stopping at the first success; on a
-            GPU 8 at once. A pose goal's configuration comes from IK from the start; when
-            that one is not usable (in the margin of an obstacle, on a joint limit) or its
-            first path fails, up to GOAL_CANDIDATES other IK solutions (nearest to the
-            start first) take turns as the last knot: straight lines to each, then bent
-            paths.
+            GPU 8 at once. A pose goal's configurations come first from one batched IK
+            solve (:func:`pyroki_ros.planning.goals.search`: the start and random seeds;
+            those clear of obstacles and joint limits, nearest to the start first); they
+            take turns as the last knot: straight lines to each, then bent paths. When none
+            is usable the plan stops at once: ``reason`` GOAL_UNREACHABLE (no IK solution)
+            or GOAL_IN_COLLISION (every solution collides; the message names the contact).
+            A joint goal that collides: GOAL_IN_COLLISION too.
         active_joints: joints that may move (default all); the others keep the start value.
         seed: of the random intermediate configurations (plans are deterministic).
         progress: optional callable taking a line of text per attempt (for a log).
@@ -84,10 +87,11 @@ def plan(
         sampling_budget: seconds for the global step (:mod:`pyroki_ros.planning.rrt`:
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
             the next start path once the first one fails (0: none). Not with waypoints.
-        timeout: wall-clock budget (s, 0 = none), checked before each start path (and
-            bounding the global step): when it runs out the best path so far comes back
-            with ``reason`` TIMED_OUT. One start path's optimisation is not cut, and
-            compiling a new problem structure (its first plan) is not counted.
+        timeout: wall-clock budget (s, 0 = none), checked before each start path,
+            bounding the global step and cutting every optimisation to the LM iterations
+            that fit in the time left (at the last measured pace): when it runs out the
+            best path so far comes back with ``reason`` TIMED_OUT. Compiling a new problem
+            structure (its first plan) cannot be cut and is not counted.
         **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
     """
     clock = time.perf_counter()
@@ -99,63 +103,64 @@ def plan(
         raise ValueError(f"num_starts must be >= 1, got {num_starts}")
     active = _active_mask(robot, active_joints)
     t_count = int(num_steps)
-    refused = _start_collision(planner, start, world, contacts, active, t_count, clock)
+    refused = _collision(planner, start, world, contacts, active, t_count, clock, start=start)
     if refused is not None:
         return refused
-    goal_q, goal_objectives = _goal(planner, goal, start, active, active_joints)
-    joint_goal = not goal_objectives
     rng = np.random.default_rng(seed)
     margin = float(options.get("margin", 0.02))
-    # Other IK solutions of a pose goal, for when the one found from the start sits in the
-    # margin of an obstacle or on a joint limit, or its paths all fail.
-    more = functools.partial(
-        _goal_configurations, planner, goal_objectives, start, active_joints, world, margin,
-        rng, contacts, active,
-    )  # fmt: skip
-    goals = _Goals([goal_q], None if joint_goal else more)
-    if (
-        not joint_goal
-        and not _usable_goals(planner, goal_q[None], world, margin, contacts, active)[0]
-    ):
-        goals.replace_with_more()
-
-    free = np.ones((t_count, robot.n_joints)) * active
-    free[0] = 0.0
+    goal_objectives = _goal_objectives(goal)
+    joint_goal = not goal_objectives
     if joint_goal:
-        free[-1] = 0.0
+        known = [_joint_goal(robot, goal, start, active)]
+        refused = _collision(planner, known[0], world, contacts, active, t_count, clock,
+                             start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
+        if refused is not None:
+            return refused
+    else:
+        names = None if active_joints is None else tuple(active_joints)
+        found = goal_search.search(
+            planner, goal_objectives, start, names, world, contacts, active, rng,
+            t_count=t_count,
+        )  # fmt: skip
+        if found.reason:
+            return dataclasses.replace(
+                _refused(start, t_count, clock, found.message, found.reason),
+                position_errors=found.position_errors,
+                orientation_errors=found.orientation_errors,
+            )
+        known = list(found.configurations)
+
+    # Every path ends in one of the known goal configurations: the last knot is fixed (a
+    # pose goal's configurations reach it within the IK's tolerance).
+    free = np.ones((t_count, robot.n_joints)) * active
+    free[0] = free[-1] = 0.0
+    margin = _end_margin(planner, margin, start, known, world, contacts, active)
+    options["margin"] = margin
     weights = options.pop("weights", Weights())
     options.setdefault("early_stop", EARLY_STOP)
-    solve = functools.partial(
-        planner.optimize,
-        objectives=_knot_objectives(goal_objectives, waypoints, t_count),
-        world=world,
-        weights=weights,
-        contacts=contacts,
-        **options,
-    )
+    planned = options.pop("max_iterations", 60)
+    objectives = _knot_objectives(goal_objectives, waypoints, t_count)
+    budget = _Budget(planner, timeout, clock)
+
+    def solve(starts: np.ndarray, **changes) -> PlanResult:
+        """One optimisation, cut to the iterations the time left allows."""
+        settings = {"weights": weights, **options, **changes}
+        return planner.optimize(
+            starts,
+            objectives,
+            world=world,
+            contacts=contacts,
+            max_iterations=budget.iterations(t_count, planned),
+            **settings,
+        )
 
     # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
     # success; GPU: all start paths at once.
     attempts = (num_starts,) if num_starts else planner.start_batches
-    if attempts[0] > 1:
-        goals.add_more()
     result, used = None, 0
-    budget_start, built = clock, planner.programs_built
     for count in attempts:
-        if planner.programs_built > built:  # a compile cannot be cut: not counted
-            budget_start, built = time.perf_counter(), planner.programs_built
-        left = timeout - (time.perf_counter() - budget_start)
-        if timeout > 0 and result is not None and left <= 0:
-            result = dataclasses.replace(
-                result,
-                message=f"no path found within the {timeout:.3g} s budget ({used} start "
-                f"paths tried); best: {result.message}",
-                reason=TIMED_OUT,
-            )
+        if result is not None and budget.left() <= 0:
             break
-        if used == 1:  # the first path failed: more goals
-            goals.add_more()
-        known = goals.known
         starts = np.stack(
             [
                 _initial_path(
@@ -168,8 +173,7 @@ def plan(
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
                 margin=margin / 4, seed=seed,
-                budget=min(sampling_budget, left) if timeout > 0 else sampling_budget,
-                goal_objectives=goal_objectives, active_joints=active_joints,
+                budget=min(sampling_budget, budget.left()),
             )  # fmt: skip
             sampling_budget = 0.0  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
@@ -185,46 +189,63 @@ def plan(
             )
         if result.success:
             break
+    if not result.success and budget.left() <= 0:
+        result = dataclasses.replace(
+            result,
+            message=f"no path found within the {timeout:.3g} s budget ({used} start paths "
+            f"tried); best: {result.message}",
+            reason=TIMED_OUT,
+        )
     return dataclasses.replace(result, solve_seconds=time.perf_counter() - clock)
 
 
-class _Goals:
-    """The goal configurations a plan's start paths end in: ``known`` (the IK's answer from
-    the start, or the joint goal), and ``more``, other IK solutions of a pose goal, fetched
-    once and only when needed (one batched IK solve)."""
+class _Budget:
+    """A plan's wall-clock budget (``timeout`` s; 0 = none). Compiling a new program cannot
+    be cut and is not counted: the clock restarts after a call that built one. An
+    optimisation gets the iterations that fit in the time left, at the last measured pace
+    (:attr:`TrajectoryOptimizer.seconds_per_iteration`)."""
 
-    def __init__(self, known: list[np.ndarray], more: Callable[[], list[np.ndarray]] | None):
-        self.known = known
-        self._more = more
+    def __init__(self, planner: TrajectoryOptimizer, timeout: float, clock: float):
+        self.planner, self.timeout = planner, timeout
+        self.start, self.built = clock, planner.programs_built
 
-    def replace_with_more(self) -> None:
-        """The other solutions instead of the known one (kept if there are none)."""
-        if self._more is not None:
-            self.known = self._more() or self.known
-            self._more = None
+    def left(self) -> float:
+        """Seconds left (inf without a budget)."""
+        if self.timeout <= 0:
+            return math.inf
+        if self.planner.programs_built > self.built:
+            self.start, self.built = time.perf_counter(), self.planner.programs_built
+        return self.timeout - (time.perf_counter() - self.start)
 
-    def add_more(self) -> None:
-        """The other solutions after the known ones (those that differ from them)."""
-        if self._more is not None:
-            self.known = _merge_goals(self.known, self._more())
-            self._more = None
+    def iterations(self, t_count: int, planned: int) -> int:
+        """At most ``planned``, at least 1 LM iterations for an optimisation of T knots."""
+        pace = self.planner.seconds_per_iteration.get(t_count)
+        left = self.left()
+        if pace is None or not math.isfinite(left):
+            return planned
+        return int(max(1, min(planned, left // pace)))
 
 
 def _checked_start(robot: Robot, start) -> np.ndarray:
-    """(n,) float64 ``start`` inside the limits; ValueError for a wrong shape, a non-finite
-    value or a joint past a limit by more than MEASURED_SLACK (a measured state may sit a
-    little past one)."""
+    """(n,) float64 ``start`` inside the limits (see :func:`_checked_configuration`)."""
+    return robot.limits.clip(_checked_configuration(robot, start, "start"))
+
+
+def _checked_configuration(robot: Robot, q, what: str) -> np.ndarray:
+    """(n,) float64 ``q``; ValueError naming ``what`` for a wrong shape, a non-finite value
+    or a joint past a limit by more than MEASURED_SLACK (a measured state may sit a little
+    past one)."""
     n = robot.n_joints
-    start = np.asarray(start, np.float64)
-    if start.shape != (n,):
-        raise ValueError(f"start must have shape ({n},), got {start.shape}")
-    if not np.isfinite(start).all():
-        raise ValueError("start contains NaN or infinite values")
-    outside = robot.limits.outside(start, MEASURED_SLACK)
+    q = np.asarray(q, np.float64)
+    if q.shape != (n,):
+        raise ValueError(f"{what} must have shape ({n},), got {q.shape}")
+    if not np.isfinite(q).all():
+        raise ValueError(f"{what} contains NaN or infinite values")
+    outside = robot.limits.outside(q, MEASURED_SLACK)
     if outside.any():
         names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
-        raise ValueError(f"start is outside the joint limits at {', '.join(names)}")
-    return robot.limits.clip(start)
+        raise ValueError(f"{what} is outside the joint limits at {', '.join(names)}")
+    return q
 
 
 def _active_mask(robot: Robot, active_joints: tuple[str, ...] | None) -> np.ndarray:
@@ -238,14 +259,35 @@ def _active_mask(robot: Robot, active_joints: tuple[str, ...] | None) -> np.ndar
     return active
 
 
-def _start_collision(
-    planner: TrajectoryOptimizer, start, world, contacts, active, t_count: int, clock: float
+def _collision(
+    planner: TrajectoryOptimizer,
+    q,
+    world,
+    contacts,
+    active,
+    t_count: int,
+    clock: float,
+    *,
+    start,
+    reason: str = START_IN_COLLISION,
 ) -> PlanResult | None:
-    """None when ``start`` is clear; else the START_IN_COLLISION result naming the deepest
-    contact (the path: the start held for ``t_count`` knots)."""
-    if planner.spheres is None or planner.clearances(start[None], world, contacts, active)[0] >= 0:
+    """None when ``q`` (the start, or a joint goal) is clear; else the result with
+    ``reason`` naming the deepest contact (the path: the start held for ``t_count`` knots)."""
+    if planner.spheres is None or planner.clearances(q[None], world, contacts, active)[0] >= 0:
         return None
-    clearance, side_a, side_b = planner.deepest_contact(start, world, contacts, active)
+    clearance, side_a, side_b = planner.deepest_contact(q, world, contacts, active)
+    what = "start" if reason == START_IN_COLLISION else "goal configuration"
+    message = (
+        f"{what} is in collision: {side_a} and {side_b} overlap by {-clearance * 1e3:.1f} mm "
+        "(allow the pair in contacts to plan anyway)"
+    )
+    return _refused(start, t_count, clock, message, reason, clearance)
+
+
+def _refused(
+    start, t_count: int, clock: float, message: str, reason: str, clearance: float = math.inf
+) -> PlanResult:
+    """A plan that did not start: the start held for ``t_count`` knots, with ``reason``."""
     return PlanResult(
         path=start[None].repeat(max(t_count, 2), 0),
         success=False,
@@ -256,41 +298,43 @@ def _start_collision(
         cost=math.inf,
         iterations=0,
         solve_seconds=time.perf_counter() - clock,
-        message=f"start is in collision: {side_a} and {side_b} overlap by "
-        f"{-clearance * 1e3:.1f} mm (allow the pair in contacts to plan anyway)",
-        reason=START_IN_COLLISION,
+        message=message,
+        reason=reason,
     )
 
 
-def _goal(
-    planner: TrajectoryOptimizer, goal, start, active, active_joints
-) -> tuple[np.ndarray, tuple[obj.Objective, ...]]:
-    """(goal configuration (n,), goal objectives): a joint goal checked like the start (its
-    inactive joints at the start's value) with no objectives, or a pose goal's objectives and
-    the IK's answer from the start."""
-    robot = planner.robot
-    n = robot.n_joints
+def _end_margin(
+    planner: TrajectoryOptimizer, margin: float, start, known, world, contacts, active
+) -> float:
+    """The collision costs' reach for a plan whose start or goal configurations sit closer
+    to an obstacle than ``margin``: twice their clearance (at least MIN_MARGIN). A grasp's
+    fingers are millimetres from the object; with the full margin every knot near the goal
+    would be pushed away from where the path has to end."""
+    if planner.spheres is None:
+        return margin
+    ends = planner.clearances(np.stack([start, *known]), world, contacts, active)
+    return float(min(margin, max(MIN_MARGIN, 2.0 * float(np.min(ends)))))
+
+
+def _goal_objectives(goal) -> tuple[obj.Objective, ...]:
+    """A pose goal's objectives, or () for a joint goal (n,)."""
     joint_goal = isinstance(goal, np.ndarray) or (
         not isinstance(goal, obj.Objective)
         and len(goal) > 0
         and not isinstance(goal[0], obj.Objective)
     )
     if joint_goal:
-        goal_q = np.asarray(goal, np.float64)
-        if goal_q.shape != (n,):
-            raise ValueError(f"a joint goal must have shape ({n},), got {goal_q.shape}")
-        if not np.isfinite(goal_q).all():
-            raise ValueError("goal configuration contains NaN or infinite values")
-        outside = robot.limits.outside(goal_q, MEASURED_SLACK)
-        if outside.any():
-            names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
-            raise ValueError(f"goal is outside the joint limits at {', '.join(names)}")
-        return np.where(active, robot.limits.clip(goal_q), start), ()
+        return ()
     goal_objectives = (goal,) if isinstance(goal, obj.Objective) else tuple(goal)
     if not goal_objectives:
         raise ValueError("no goal given")
-    names = None if active_joints is None else tuple(active_joints)
-    return planner.ik.solve(goal_objectives, seed=start, active_joints=names).q, goal_objectives
+    return goal_objectives
+
+
+def _joint_goal(robot: Robot, goal, start, active) -> np.ndarray:
+    """A joint goal (n,) checked like the start, its inactive joints at the start's value."""
+    goal_q = _checked_configuration(robot, goal, "goal configuration")
+    return np.where(active, robot.limits.clip(goal_q), start)
 
 
 def _knot_objectives(goal_objectives, waypoints, t_count: int) -> tuple[obj.Objective, ...]:
@@ -465,58 +509,6 @@ def _initial_path(
     return start + first * (via - start) + second * (goal_q - via)
 
 
-def _usable_goals(
-    planner: TrajectoryOptimizer,
-    q: np.ndarray,
-    world: col.World | None,
-    margin: float,
-    contacts: col.ContactRules,
-    moving: np.ndarray,
-) -> np.ndarray:
-    """(B,) bool for goal configurations q (B, n): at least ``margin`` clear of obstacles
-    and itself, and every joint with a range wider than 0.5 (not a gripper) at least
-    GOAL_LIMIT_SLACK from its limits (a knot on a limit can only slide along it: a goal
-    pose that needs it to leave stays missed by a few hundredths of a radian)."""
-    lower, upper = planner.robot.limits.lower, planner.robot.limits.upper
-    wide = (upper - lower) > 0.5
-    slack = np.minimum(q - lower, upper - q)
-    ok = np.all((slack >= GOAL_LIMIT_SLACK) | ~wide, axis=-1)
-    if planner.spheres is None:
-        return ok
-    return ok & (planner.clearances(q, world, contacts, moving) >= margin)
-
-
-def _goal_configurations(
-    planner: TrajectoryOptimizer,
-    goal_objectives,
-    start,
-    active_joints,
-    world,
-    margin,
-    rng,
-    contacts,
-    moving,
-) -> list[np.ndarray]:
-    """Up to GOAL_CANDIDATES distinct usable IK solutions of the goal (see
-    :meth:`_usable_goals`), nearest to the start first: one batched IK solve from the
-    start and GOAL_SEEDS - 1 random seeds."""
-    names = None if active_joints is None else tuple(active_joints)
-    limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)
-    seeds = rng.uniform(limits.lower, limits.upper, (GOAL_SEEDS, len(start)))
-    seeds[0] = start
-    if names is not None:  # inactive joints keep the start's value
-        fixed = ~np.isin(planner.robot.joint_names, names)
-        seeds[:, fixed] = start[fixed]
-    ik = planner.ik.solve(goal_objectives, seed=seeds, active_joints=names)
-    q = np.asarray(ik.q, np.float64)[np.asarray(ik.success)]
-    if len(q) == 0:
-        return []
-    usable = _usable_goals(planner, q, world, margin, contacts, moving)
-    q = q[usable]
-    q = q[np.argsort(np.linalg.norm(q - start, axis=-1))]
-    return _merge_goals([], list(q))[:GOAL_CANDIDATES]
-
-
 def _push_clear(
     planner: TrajectoryOptimizer, result, solve, free, weights: Weights, rounds: int = 2
 ) -> PlanResult:
@@ -585,16 +577,6 @@ def _exact_goal(
         if _better(again, best):
             best = again
     return dataclasses.replace(best, iterations=iterations, solve_seconds=seconds)
-
-
-def _merge_goals(goals: list[np.ndarray], more: list[np.ndarray]) -> list[np.ndarray]:
-    """``goals`` followed by those of ``more`` that differ from every one kept by more than
-    0.1 rad in some joint."""
-    kept = list(goals)
-    for q in more:
-        if all(np.max(np.abs(q - k)) > 0.1 for k in kept):
-            kept.append(q)
-    return kept
 
 
 def _better(a: PlanResult, b: PlanResult) -> bool:

@@ -58,7 +58,8 @@ class PlanResult:
         solve_seconds: wall time of the whole call.
         message: a short human-readable summary.
         reason: why a plan failed, for a caller to act on: "" (success, or a path that misses
-            its goal or clearance, see ``message``), START_IN_COLLISION or TIMED_OUT.
+            its goal or clearance, see ``message``), START_IN_COLLISION, GOAL_UNREACHABLE,
+            GOAL_IN_COLLISION or TIMED_OUT.
     """
 
     path: np.ndarray
@@ -77,6 +78,8 @@ class PlanResult:
 # PlanResult.reason values.
 START_IN_COLLISION = "start_in_collision"
 TIMED_OUT = "timeout"  # the time budget ran out; the path is the best one so far
+GOAL_UNREACHABLE = "goal_unreachable"  # no IK solution of the pose goal
+GOAL_IN_COLLISION = "goal_in_collision"  # every IK solution of the pose goal collides
 
 
 @jax.tree_util.register_dataclass
@@ -175,7 +178,13 @@ def _linearize(
 
         configs = jnp.concatenate([x, 0.5 * (x[1:] + x[:-1])], 0)  # knots, then midpoints
         jtj, jtr, rr, clearance = _in_chunks(normal_terms, configs, COLLISION_CHUNK)
-        satisfied = satisfied & jnp.all(clearance >= 0.5 * p.margin)
+        # Fixed knots (the start, a goal configuration) cannot move: they and the midpoints
+        # beside them only need to be clear, the others half the margin.
+        fixed = jnp.all(p.free <= 0, axis=-1)  # (T,)
+        beside = fixed[1:] | fixed[:-1]
+        needed = jnp.where(jnp.concatenate([fixed, beside]), -jnp.inf, 0.5 * p.margin)
+        needed = needed.at[t_count:].set(jnp.where(beside, 0.0, 0.5 * p.margin))
+        satisfied = satisfied & jnp.all(clearance >= needed)
         diagonal = diagonal + jtj[:t_count]
         gradient = gradient + jtr[:t_count]
         # A midpoint residual sees each neighbour through half its Jacobian.

@@ -51,7 +51,7 @@ def retarget_memory_bytes(steps: int, n_joints: int, n_links: int) -> int:
 RETARGET_DAMPING = 1.0
 # IK iterations (restarts included) for the start configuration: reachable keypoints are
 # reached within the first restarts; towards unreachable ones the IK would spend its whole
-# default budget (1000) on an answer that is not used (see _retarget_start).
+# default budget (1000) on an answer that is not used (see retarget_start).
 RETARGET_START_ITERATIONS = 150
 # Iterations between two checks of a retargeting budget: each check restarts the LM from the
 # path so far (after the first chunk with optimize's default damping: the path follows the
@@ -59,7 +59,7 @@ RETARGET_START_ITERATIONS = 150
 RETARGET_CHUNK = 5
 
 
-def _retarget_start(
+def retarget_start(
     planner: TrajectoryOptimizer,
     links: tuple[str, ...],
     targets: np.ndarray,
@@ -207,7 +207,7 @@ def retarget(
             raise ValueError(f"vector pair ({i}, {j}) must name two different links by index")
     if not (np.isfinite(vector_weight) and vector_weight >= 0):
         raise ValueError(f"vector_weight must be finite and >= 0, got {vector_weight}")
-    start = _retarget_start(planner, links, targets[0], weights_k, seed, active_joints)
+    start = retarget_start(planner, links, targets[0], weights_k, seed, active_joints)
     starts = np.repeat(start[None, None], t_count, 1)
     vector_targets = (
         np.stack([targets[:, j] - targets[:, i] for i, j in pairs], 1) if pairs else None

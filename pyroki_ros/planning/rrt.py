@@ -44,9 +44,6 @@ SHORTCUT_PAIRS = 24  # random vertex pairs tried per shortcut round
 # problems found in 2 s; at 0.02 all 6 (table_pick/1, /3, /6, table_under_pick/9, cage/5,
 # bookshelf_tall/6 of test/data/mbm/generated_seed0.yaml).
 FUNNEL = 0.02
-GOAL_IK_SEEDS = 16  # per batched IK solve (the plan's own goal search compiles this size)
-GOAL_IK_CALLS = 2
-GOAL_KEEP = 6  # clearest distinct goal configurations the goal tree starts from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,42 +373,6 @@ def resample(path: np.ndarray, t_count: int) -> np.ndarray:
     return np.concatenate(out)
 
 
-def goal_configurations(
-    planner: TrajectoryOptimizer,
-    checker: Checker,
-    goal_objectives: tuple,
-    start: np.ndarray,
-    active_joints: tuple[str, ...] | None,
-    rng: np.random.Generator,
-    calls: int = GOAL_IK_CALLS,
-    keep: int = GOAL_KEEP,
-) -> np.ndarray:
-    """(k, n), k <= ``keep``: distinct IK solutions of the goal (> 0.1 rad apart in some
-    joint), clearest first, from ``calls`` batched solves of GOAL_IK_SEEDS random seeds
-    (inactive joints at the start's value). The IK knows no obstacles: in clutter most of its
-    solutions collide, and the clearest of many is the goal a path can reach."""
-    start = np.asarray(start, np.float64)
-    lower, upper = planner.robot.limits.lower, planner.robot.limits.upper  # finite
-    fixed = np.zeros(len(start), bool)
-    if active_joints is not None:
-        fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
-    found = []
-    for _ in range(calls):
-        seeds = rng.uniform(lower, upper, (GOAL_IK_SEEDS, len(start)))
-        seeds[:, fixed] = start[fixed]
-        ik = planner.ik.solve(goal_objectives, seed=seeds, active_joints=active_joints)
-        found.append(np.asarray(ik.q, np.float64)[np.asarray(ik.success)])
-    q = np.concatenate(found)
-    if len(q) == 0:
-        return q.reshape(0, len(start))
-    q = q[np.argsort(-checker.clearance(q), kind="stable")]
-    kept: list[np.ndarray] = []
-    for c in q:
-        if all(np.max(np.abs(c - k)) > 0.1 for k in kept):
-            kept.append(c)
-    return np.asarray(kept[:keep])
-
-
 def global_path(
     planner: TrajectoryOptimizer,
     start: np.ndarray,
@@ -424,14 +385,12 @@ def global_path(
     margin: float,
     budget: float,
     seed: int = 0,
-    goal_objectives: tuple = (),
-    active_joints: tuple[str, ...] | None = None,
 ) -> tuple[np.ndarray | None, RRTResult]:
     """An initial path (T, n) for :meth:`TrajectoryOptimizer.optimize` from RRT-Connect
     (start to any of ``goals``), shortcut and resampled to ``t_count`` knots, or None.
 
-    With ``goal_objectives`` (a pose goal) the goals also include the clearest of
-    GOAL_IK_CALLS x GOAL_IK_SEEDS further IK solutions (:func:`goal_configurations`).
+    ``goals`` (k, n): for a pose goal, the plan's goal configurations
+    (:func:`pyroki_ros.planning.goals.search`).
 
     Valid: clearance >= ``margin`` (plan() passes a quarter of its margin: the optimiser pushes
     the path out to the whole margin), less near a start or goal that sits closer or
@@ -445,9 +404,6 @@ def global_path(
     checker = Checker(planner, world, contacts, active, margin)
     goals = np.atleast_2d(np.asarray(goals, np.float64))
     given = goals.copy()
-    if goal_objectives:
-        more = goal_configurations(planner, checker, goal_objectives, start, active_joints, rng)
-        goals = np.concatenate([goals, more])
     clear = checker.clearance(goals) >= 0
     if clear.any():  # a path to a colliding goal cannot be the answer when a clear one exists
         goals = goals[clear]

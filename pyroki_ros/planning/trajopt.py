@@ -39,6 +39,8 @@ from pyroki_ros.planning import pipeline
 from pyroki_ros.planning.memory import trajectory_memory_bytes
 from pyroki_ros.planning.pipeline import EARLY_STOP, GOAL_SEEDS
 from pyroki_ros.planning.problem import (
+    GOAL_IN_COLLISION,
+    GOAL_UNREACHABLE,
     START_IN_COLLISION,
     TIMED_OUT,
     PlanResult,
@@ -50,11 +52,13 @@ from pyroki_ros.planning.problem import (
     structure_key,
 )
 from pyroki_ros.planning.retarget import retarget, retarget_memory_bytes
-from pyroki_ros.solver import lm
+from pyroki_ros.solver import damping, lm
 
 __all__ = [
     "EARLY_STOP",
+    "GOAL_IN_COLLISION",
     "GOAL_SEEDS",
+    "GOAL_UNREACHABLE",
     "START_IN_COLLISION",
     "TIMED_OUT",
     "WORLD_BUCKETS",
@@ -100,6 +104,9 @@ class TrajectoryOptimizer:
         self._collide = CollisionTerms(robot, spheres)
         self.max_programs = max_programs
         self.programs_built = 0  # programs created so far (each compiles on its first call)
+        # Wall seconds per LM iteration of the last optimisation with T knots that compiled
+        # nothing (plan budgets turn the time left into an iteration limit).
+        self.seconds_per_iteration: dict[int, float] = {}
         self._programs: collections.OrderedDict[tuple, Callable] = collections.OrderedDict()
         self._world_cache: tuple[col.World, col.World] | None = None
         self._empty_world = col.World.empty()
@@ -189,7 +196,7 @@ class TrajectoryOptimizer:
         vector_targets: np.ndarray | None = None,
         vector_weights: np.ndarray | None = None,
         manipulability_link: str | None = None,
-        initial_damping: float = 1e-3,
+        initial_damping: float = damping.CHAIN.initial,
         contacts: col.ContactRules = col.DEFAULT_CONTACTS,
     ) -> PlanResult | list[PlanResult]:
         """Optimises B initial paths (B, T, n) and returns the best one (``each``: a result
@@ -291,6 +298,7 @@ class TrajectoryOptimizer:
             padded.counts,
             starts.shape[0],
         )
+        built = self.programs_built
         program = self._program(structure, t_count, bandwidth)
         starts = starts.astype(dt)
         mesh = devices.batch_mesh(self.device.platform) if count > 1 else None
@@ -318,6 +326,8 @@ class TrajectoryOptimizer:
         clearance_shortfall = np.maximum(clearance_tolerance - np.minimum(min_world, min_self), 0)
         rank = np.lexsort((costs, goal_shortfall, clearance_shortfall, ~ok))
         seconds = time.perf_counter() - clock
+        if self.programs_built == built and iterations.max() > 0:
+            self.seconds_per_iteration[t_count] = seconds / float(iterations.max())
 
         def result(i: int) -> PlanResult:
             problems = (

@@ -20,6 +20,7 @@ thread, later work for the same program waiting for it instead of compiling it a
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -171,3 +172,25 @@ class CompileQueue:
 
     def shutdown(self) -> None:
         self._work.shutdown()
+
+
+def run_after_compile(
+    queue: CompileQueue,
+    key,
+    work: Callable[[Deferred], None],
+    budget: float,
+    start: float,
+    busy: Callable[[], Any],
+    late: Callable[[], Any],
+) -> Deferred | Any:
+    """A request whose program is not compiled yet: ``work(deferred)`` runs on ``queue``'s
+    compile thread (compiling, then answering through ``deferred``), the request's budget
+    counting the compile: when ``budget`` (s since ``start``) runs out first, ``late()`` is
+    the answer and the compile goes on for the next request. A full queue: ``busy()`` at
+    once, instead of a Deferred."""
+    deferred = Deferred()
+    if not queue.submit(key, lambda: work(deferred)):
+        return busy()
+    if budget > 0:
+        answer_within(deferred, budget - (time.perf_counter() - start), late)
+    return deferred

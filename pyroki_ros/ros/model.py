@@ -427,20 +427,28 @@ class LoadedModel:
         restarts: int = 8,
         timeout: float = 0.0,
         stop: threading.Event | None = None,
+        limits: JointLimits | None = None,
+        feasible: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> IKResult:
         """Every target of ``objective`` (batch shape (N,)), in chunks of
         :meth:`batch_chunk` targets; each problem gets ``iterations * (1 + restarts)``.
         Between chunks, a spent ``timeout`` (s, 0 = none) or a set ``stop`` ends the work:
         the targets left keep the seed, fail, and have infinite errors;
-        ``IKResult.timed_out`` says so."""
+        ``IKResult.timed_out`` says so. ``limits`` and ``feasible`` as for :meth:`solve`,
+        for every target (``IKSolver.solve`` takes them for a batch too)."""
         options = self._options(active, np.inf, tolerances, iterations, iterations * (1 + restarts))
+        if limits is not None:
+            options["limits"] = limits
+        if feasible is not None:
+            options["feasible"] = feasible
         count = objective.batch_shape[0]
         chunk = self.batch_chunk()
         if count <= chunk:
             return self._solve((objective,), seed, **options)
         start = time.perf_counter()
         n = len(self.joint_names)
-        q = np.broadcast_to(self.robot.limits.clip(seed), (count, n)).copy()
+        box = self.robot.limits if limits is None else limits
+        q = np.broadcast_to(box.clip(seed), (count, n)).copy()
         success = np.zeros(count, bool)
         position_error = np.full((count, 1), np.inf)
         orientation_error = np.full((count, 1), np.inf)

@@ -24,7 +24,8 @@ Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
   ``publish_markers``): what the node did, for RViz (markers.py).
 
 This module only wires: parameters (params.py), topics, services, executors and the model
-swap. Every request takes the same few stops: its handler here -> requests.py (every check,
+swap (loading.py builds and warms models). It is ~650 lines because it wires seven services,
+four topics and two executors, one short handler each; no check or answer is decided here. Every request takes the same few stops: its handler here -> requests.py (every check,
 the core problem) -> the core (model.py, planning.py) -> responses.py (the answer and its
 outcome code).
 
@@ -36,12 +37,14 @@ the previous model until the new one is warmed up), ``~/solve_ik_batch``,
 ``~/plan_trajectory``, ``~/retarget_motion`` and the planning scene (served under this node's
 names, so a long batch or plan never delays IK). A ``~/solve_ik`` that needs a new program is
 compiled on a compile thread and answered from there (deferred.py), within the request's
-budget. The model swap is guarded by a lock; requests take a reference to the model at their
+budget; so is a ``~/retarget_motion`` of a new motion length (its own compile thread). The
+model swap is guarded by a lock; requests take a reference to the model at their
 start. SIGINT / SIGTERM end the process within 2 s (shutdown.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import sys
@@ -63,8 +66,8 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from pyroki_ros.msg import CollisionObject, MultiLinkGoal
-from pyroki_ros.ros import markers, params, planning, requests, responses
-from pyroki_ros.ros.deferred import CompileQueue, Deferred, allow_deferred, answer_within
+from pyroki_ros.ros import loading, markers, params, planning, requests, responses
+from pyroki_ros.ros.deferred import CompileQueue, Deferred, allow_deferred, run_after_compile
 from pyroki_ros.ros.description import DescriptionSource
 from pyroki_ros.ros.model import LoadedModel, configure_jax
 from pyroki_ros.ros.params import NODE_NAME
@@ -220,13 +223,19 @@ class PyrokiRosNode(Node):
             (RetargetMotion, "~/retarget_motion", self._retarget_motion, plans),
             (ApplyPlanningScene, "~/apply_planning_scene", self._apply_planning_scene, scene),
         ):
-            worker.create_service(
+            service = worker.create_service(
                 kind,
                 self.resolve_service_name(name),
                 handler,
                 qos_profile=qos,
                 callback_group=group,
             )
+            if kind is RetargetMotion:  # new motion lengths answer from their compile thread
+                allow_deferred(service)
+        # Its own compile thread: a retargeting compile (seconds) never queues IK's.
+        self._retarget_compiles = CompileQueue(
+            self.settings.max_pending_compiles, name="pyroki_retarget_compile"
+        )
         worker.create_subscription(
             CollisionObject,
             self.resolve_topic_name("~/collision_objects"),
@@ -283,45 +292,20 @@ class PyrokiRosNode(Node):
             self._loading = False
 
     def _new_model(self, urdf: str, source: str) -> LoadedModel | None:
-        logger = self.get_logger()
-        try:
-            requests.urdf(self.settings.limits, urdf)
-            model = LoadedModel(
-                urdf,
-                base_frame=self.get_parameter("base_frame").value,
-                tip_link=self.get_parameter("tip_link").value,
-                device=self._device,
-                source=source,
-                max_programs=self.get_parameter("max_compiled_programs").value,
-                fixed_frames=self._fixed_frames,
-            )
-        except RequestError as e:
-            self._description.refused(urdf, f"URDF from {source} refused: {e.message}")
-            return None
-        except Exception as e:  # noqa: BLE001 -- URDFError (ValueError) or anything as bad
-            self._description.refused(urdf, f"invalid URDF from {source}: {e}")
-            return None
-        for note in model.notes:
-            logger.warning(note)
-        logger.info(f"compiling for {model.describe()} ...")
-        try:
-            model.warm_up()
-        except Exception as e:  # noqa: BLE001
-            self._description.failed(urdf)
-            logger.error(f"warm-up of robot '{model.name}' failed: {e!r}; model not used")
-            return None
-        path = self.get_parameter("sampler_checkpoint").value
-        if path:
-            try:
-                model.load_sampler(os.path.expanduser(path))
-                spec = model.sampler.spec
-                logger.info(
-                    f"learned IK sampler from '{path}' seeds ~/solve_ik for '{spec.tip}' "
-                    f"({spec.mode} targets)"
-                )
-            except (ValueError, OSError, KeyError) as e:
-                logger.error(f"sampler_checkpoint '{path}' not used: {e}")
-        return model
+        p = self.get_parameter
+        return loading.new_model(
+            urdf,
+            source,
+            limits=self.settings.limits,
+            base_frame=p("base_frame").value,
+            tip_link=p("tip_link").value,
+            device=self._device,
+            max_programs=p("max_compiled_programs").value,
+            fixed_frames=self._fixed_frames,
+            sampler_checkpoint=p("sampler_checkpoint").value,
+            description=self._description,
+            log=self.get_logger(),
+        )
 
     def _swap(self, model: LoadedModel, start: float) -> None:
         """Requests use ``model`` from now on; its batch programs compile in the background."""
@@ -340,25 +324,22 @@ class PyrokiRosNode(Node):
             f"warm-up {model.warm_up_seconds:.2f} s)"
         )
         sizes = params.warmup_batch_sizes(self)
-        if sizes and self.context.ok():
+        plans = bool(self.get_parameter("warmup_plan").value)
+        if (sizes or plans) and self.context.ok():
             self._stop = threading.Event()
             self._warm_thread = threading.Thread(
-                target=self._warm_batches,
-                args=(model, sizes, self._stop),
+                target=self._warm_in_background,
+                args=(model, sizes, plans, self._stop),
                 name="pyroki_warm_up",
                 daemon=True,
             )
             self._warm_thread.start()
 
-    def _warm_batches(self, model: LoadedModel, sizes: list[int], stop: threading.Event) -> None:
-        try:
-            seconds = model.warm_up_batches(sizes, stop=stop)
-            if not stop.is_set():
-                self.get_logger().info(
-                    f"batch programs for {sizes} compiled in the background ({seconds:.2f} s)"
-                )
-        except Exception as e:  # noqa: BLE001 -- never kill the node for a warm-up
-            self.get_logger().error(f"background warm-up failed: {e!r}")
+    def _warm_in_background(
+        self, model: LoadedModel, sizes: list[int], plans: bool, stop: threading.Event
+    ) -> None:
+        planner = (lambda: self._planners.get(model)) if plans else None
+        loading.warm_up(model, sizes, planner, self.settings.plan, stop, self.get_logger())
 
     # --- inputs --------------------------------------------------------------------------------
 
@@ -422,12 +403,9 @@ class PyrokiRosNode(Node):
 
     def _solve_ik_later(self, model, problem, start: float) -> Deferred | SolveIK.Response:
         """A request whose program is not compiled yet: compiled and solved on the compile
-        thread, answered from there; the request's budget counts the compile, and when it
-        runs out first the answer is TIMEOUT (the compile goes on, for the next request)."""
-        deferred = Deferred()
-        budget = problem.timeout
+        thread, answered from there within the request's budget (deferred.py)."""
 
-        def work() -> None:
+        def work(deferred: Deferred) -> None:
             try:
                 response = self._ik_response(model, problem, SolveIK.Response())
             except Exception as e:  # noqa: BLE001
@@ -439,17 +417,14 @@ class PyrokiRosNode(Node):
                 )
 
         key = (id(model), model.program_key(problem.objectives, problem.seed))
-        if not self._compiles.submit(key, work):
-            busy = responses.busy(self.settings.max_pending_compiles)
-            return self._answer("solve_ik", SolveIK.Response(), busy)
-        if budget > 0:
-            late = responses.compile_timeout(budget)
-            answer_within(
-                deferred,
-                budget - (time.perf_counter() - start),
-                lambda: self._answer("solve_ik", SolveIK.Response(), late),
-            )
-        return deferred
+        limit, budget = self.settings.max_pending_compiles, problem.timeout
+        return run_after_compile(
+            self._compiles, key, work, budget, start,
+            busy=lambda: self._answer("solve_ik", SolveIK.Response(), responses.busy(limit)),
+            late=lambda: self._answer(
+                "solve_ik", SolveIK.Response(), responses.compile_timeout(budget)
+            ),
+        )  # fmt: skip
 
     def _compile_in_background(self, model: LoadedModel, objectives, seed) -> None:
         """Compiles the program for ``objectives`` from ``seed`` on the compile thread (teleop
@@ -470,6 +445,10 @@ class PyrokiRosNode(Node):
         try:
             model = self._require_model()
             problem = requests.ik_batch(model, request, self.settings, self._latest())
+            if problem.avoid_collisions:
+                problem.feasible = requests.collision_free(
+                    model, self._planners, self.settings, self._scene.objects(), problem
+                )
             result = model.solve_batch(
                 problem.objective,
                 problem.seed,
@@ -479,6 +458,8 @@ class PyrokiRosNode(Node):
                 restarts=problem.restarts,
                 timeout=problem.timeout,
                 stop=self.closing,
+                limits=problem.limits,
+                feasible=problem.feasible,
             )
         except Exception as e:  # noqa: BLE001
             return self._answer("solve_ik_batch", response, e)
@@ -522,19 +503,58 @@ class PyrokiRosNode(Node):
         return response
 
     def _retarget_motion(self, request: RetargetMotion.Request, response):
-        start_time = time.perf_counter()
+        start = time.perf_counter()
         try:
             model = self._require_model()
             problem = requests.retarget(
                 model, self._planners, request, self.settings, self._latest()
             )
-            result, errors, timed = planning.retarget(problem, self.get_logger().info)
+            if not problem.planner.retarget_ready(planning.retarget_key(problem)):
+                return self._retarget_later(model, request, problem, start)
+            return self._retarget_response(model, request, problem, response, start)
         except Exception as e:  # noqa: BLE001
             return self._answer("retarget_motion", response, e)
+
+    def _retarget_response(self, model, request, problem, response, start: float):
+        result, errors, timed = planning.retarget(problem, self.get_logger().info)
         responses.retarget(response, model, result, errors, timed, self._stamp())
         self._execute(request, response)
-        response.solve_time = time.perf_counter() - start_time
+        response.solve_time = time.perf_counter() - start
         return response
+
+    def _retarget_later(self, model, request, problem, start: float):
+        """A retargeting whose programs are not compiled yet (a new motion length or links):
+        compiled on the retarget compile thread, then solved there within what is left of
+        the budget (deferred.py, as a new IK program)."""
+        budget = problem.timeout
+        structure = planning.retarget_key(problem)
+
+        def work(deferred: Deferred) -> None:
+            try:
+                if not problem.planner.retarget_ready(structure):  # else: compiled meanwhile
+                    planning.compile_retarget(problem)
+                    self.get_logger().info(
+                        f"retarget_motion: compiled for {len(problem.keypoints)} steps in "
+                        f"{time.perf_counter() - start:.2f} s"
+                    )
+                left = budget - (time.perf_counter() - start)
+                if deferred.resolved or (budget > 0 and left <= 0):
+                    return  # answered TIMEOUT: the next request finds the programs compiled
+                rest = dataclasses.replace(problem, timeout=left if budget > 0 else 0.0)
+                response = self._retarget_response(
+                    model, request, rest, RetargetMotion.Response(), start
+                )
+            except Exception as e:  # noqa: BLE001
+                response = self._answer("retarget_motion", RetargetMotion.Response(), e)
+            deferred.resolve(response)
+
+        limit, steps = self.settings.max_pending_compiles, len(problem.keypoints)
+        answer = lambda e: self._answer("retarget_motion", RetargetMotion.Response(), e)
+        return run_after_compile(
+            self._retarget_compiles, (id(model), structure), work, budget, start,
+            busy=lambda: answer(responses.busy(limit)),
+            late=lambda: answer(responses.retarget_compile_timeout(budget, steps)),
+        )  # fmt: skip
 
     def _execute(self, request, response) -> None:
         """A successful trajectory asked for with ``execute`` goes to the controller (requests
@@ -579,6 +599,7 @@ class PyrokiRosNode(Node):
         self.closing.set()
         self._stop.set()
         self._compiles.shutdown()
+        self._retarget_compiles.shutdown()
         self.worker.destroy_node()
         return super().destroy_node()
 

@@ -241,7 +241,7 @@ PARAMETERS = (
         "auto",
         "Robot collision model for planning: auto = the bundled sphere set of an embedded "
         "robot with the same name (panda, ur5), else spheres fitted to the URDF collision "
-        "geometry; a YAML file path ({spheres: {link: [[x, y, z, r], ...]}, ignore: "
+        "geometry; fine = the embedded robot's fine set (tighter, slower plans); a YAML file path ({spheres: {link: [[x, y, z, r], ...]}, ignore: "
         "[[link, link], ...]}); empty = no collision checking.",
         read_only=True,
     ),
@@ -404,6 +404,14 @@ PARAMETERS = (
         [16, 128, 1024],
         "~/solve_ik_batch sizes whose programs (tip pose objective) are compiled in the "
         "background after a model loads (rounded up to the solver's buckets).",
+        read_only=True,
+    ),
+    Param(
+        "warmup_plan",
+        False,
+        "Compile the planner's programs in the background after a model loads (a pose goal "
+        "for tip_link with trajectory_num_steps knots, without obstacles and among boxes and "
+        "cylinders), so that the first ~/plan_trajectory does not wait 20-30 s for them.",
         read_only=True,
     ),
     Param(

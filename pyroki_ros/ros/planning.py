@@ -3,11 +3,18 @@
 requests.py turns a request into a :class:`~pyroki_ros.ros.requests.PlanProblem` /
 :class:`~pyroki_ros.ros.requests.RetargetProblem`; this module runs it on the model's
 :class:`Planner` (one plan at a time per model) and times the path; responses.py answers.
+
+Retargeting compiles programs per structure (:func:`retarget_key`: links, weighted links,
+vectors, motion length), 4-6 s on a CPU, which the core's budget cannot cut short. The node
+asks :meth:`Planner.retarget_ready` first and runs a new structure's
+:func:`compile_retarget` on a compile thread, so that the request's budget counts it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,16 +31,16 @@ from pyroki_ros.ros.requests import PlanProblem, RetargetProblem
 
 def load_spheres(model: LoadedModel, source: str) -> tuple[col.RobotSpheres | None, str]:
     """The robot's collision spheres: ``auto`` = the bundled set for an embedded robot of
-    the same name, else fitted to the URDF's collision geometry; a YAML path; or ``""`` =
+    the same name (``fine``: its fine set), else fitted to the URDF's collision geometry; a YAML path; or ``""`` =
     no collision checking. Returns the spheres and a line for the log."""
     robot = model.robot
     if not source:
         return None, "collision checking off (collision_spheres is empty)"
-    if source == "auto":
+    if source in ("auto", "fine"):
         if robot.name in AVAILABLE:
             try:
-                spheres = col.RobotSpheres.embedded(robot.name, robot)
-                return spheres, f"bundled collision spheres for '{robot.name}'"
+                spheres = col.RobotSpheres.embedded(robot.name, robot, fine=source == "fine")
+                return spheres, f"bundled {source} collision spheres for '{robot.name}'"
             except ValueError:
                 pass  # same name, other links: fit this URDF instead
         spheres = col.RobotSpheres.from_urdf(robot, model.urdf)
@@ -54,6 +61,26 @@ class Planner:
             model.robot, spheres, device=model.device.platform, max_programs=model.max_programs
         )
         self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
+        # Retargeting structures compiled (retarget_key), least recently used first; as many
+        # as the optimiser keeps programs (past that it may have dropped one: then its next
+        # use compiles on the request's thread again, uncounted, as before).
+        self._retargets: OrderedDict[tuple, None] = OrderedDict()
+        self._retargets_lock = threading.Lock()
+
+    def retarget_ready(self, key: tuple) -> bool:
+        """Whether retargeting of structure ``key`` (:func:`retarget_key`) has compiled."""
+        with self._retargets_lock:
+            if key not in self._retargets:
+                return False
+            self._retargets.move_to_end(key)
+            return True
+
+    def retarget_compiled(self, key: tuple) -> None:
+        with self._retargets_lock:
+            self._retargets[key] = None
+            self._retargets.move_to_end(key)
+            while len(self._retargets) > self.model.max_programs:
+                self._retargets.popitem(last=False)
 
 
 class Planners:
@@ -74,6 +101,43 @@ class Planners:
                 planner = self._planner = Planner(model, self._source)
                 self._log(f"planning for robot '{model.name}': {planner.note}")
         return planner
+
+
+def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
+    """Compiles what the first plans of this model need, before any request (node parameter
+    ``warmup_plan``): a pose goal for the model's tip with ``num_steps`` knots, without
+    obstacles and among boxes and cylinders (the planning scene's usual kinds; other
+    kinds and counts past the first bucket compile on their first use). Returns seconds."""
+    import time
+
+    from pyroki_ros import objectives as O
+    from pyroki_ros.model.kinematics import forward_kinematics
+
+    clock = time.perf_counter()
+    model, optimizer = planner.model, planner.optimizer
+    robot = model.robot
+    center = np.asarray(robot.center(), np.float64)
+    start = robot.limits.clip(center + 0.2 * (robot.limits.upper - center))
+    tip = robot.link_index(model.tip_link)
+    goal = np.asarray(forward_kinematics(robot, center).wxyz_xyz[tip], np.float64)
+    far = [1.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0]  # out of reach: the programs, not the path
+    scenes = (
+        None,
+        col.World.create(
+            box_poses=[far],
+            box_half_extents=[[0.1, 0.1, 0.1]],
+            cylinder_poses=[far],
+            cylinder_radii=[0.05],
+            cylinder_half_heights=[0.1],
+        ),
+    )
+    for world in scenes:
+        with planner.lock:
+            optimizer.plan(
+                start, [O.pose(model.tip_link, goal)], world=world, num_steps=num_steps,
+                margin=margin,
+            )  # fmt: skip
+    return time.perf_counter() - clock
 
 
 def plan(problem: PlanProblem, log: Callable[[str], None]) -> tuple[PlanResult, timing.TimedPath]:
@@ -104,6 +168,43 @@ def plan(problem: PlanProblem, log: Callable[[str], None]) -> tuple[PlanResult, 
     return result, timed
 
 
+def retarget_key(problem: RetargetProblem) -> tuple:
+    """What retargeting compiles for: the optimiser's program per (links, vectors, knot
+    bucket of the length), the start configuration's IK per weighted links, FK of the path
+    per exact length (~0.5 s here: so the key holds the exact number of steps)."""
+    weights = problem.link_weights
+    weighted = tuple(
+        True if weights is None else bool(weights[k] > 0) for k in range(len(problem.links))
+    )
+    return (problem.links, weighted, problem.vector_pairs, len(problem.keypoints))
+
+
+def compile_retarget(problem: RetargetProblem) -> None:
+    """Compiles what retargeting of ``problem``'s structure needs (the same call with one
+    iteration and no budget; not under the planner's lock, so plans go on meanwhile), and
+    marks it ready (:meth:`Planner.retarget_ready`)."""
+    planner = problem.planner
+    _run(planner, dataclasses.replace(problem, timeout=0.0), max_iterations=1)
+    planner.retarget_compiled(retarget_key(problem))
+
+
+def _run(planner: Planner, problem: RetargetProblem, **options) -> tuple[PlanResult, np.ndarray]:
+    """The core's retarget of ``problem`` (``options``: more of its keyword arguments)."""
+    return retarget_motion(
+        planner.optimizer,
+        problem.links,
+        problem.keypoints,
+        seed=problem.seed,
+        link_weights=problem.link_weights,
+        smoothness=problem.smoothness,
+        active_joints=problem.active,
+        vector_pairs=problem.vector_pairs,
+        vector_weight=problem.vector_weight,
+        timeout=problem.timeout,
+        **options,
+    )
+
+
 def retarget(
     problem: RetargetProblem, log: Callable[[str], None]
 ) -> tuple[PlanResult, np.ndarray, timing.TimedPath]:
@@ -115,18 +216,8 @@ def retarget(
         + (f", {len(problem.vector_pairs)} link-to-link vectors" if problem.vector_pairs else "")
     )
     with planner.lock:
-        result, errors = retarget_motion(
-            planner.optimizer,
-            problem.links,
-            problem.keypoints,
-            seed=problem.seed,
-            link_weights=problem.link_weights,
-            smoothness=problem.smoothness,
-            active_joints=problem.active,
-            vector_pairs=problem.vector_pairs,
-            vector_weight=problem.vector_weight,
-            timeout=problem.timeout,
-        )
+        result, errors = _run(planner, problem)
+    planner.retarget_compiled(retarget_key(problem))
     return result, errors, timed_at(result.path, problem.dt)
 
 

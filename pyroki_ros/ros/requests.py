@@ -367,10 +367,11 @@ def active_joints(model, names, objectives=()) -> list[str] | None:
 
 
 def joint_limits(model, names, lower, upper) -> JointLimits | None:
-    """Per-solve joint limits of a SolveIK request (``limit_joints``, ``limit_lower``,
-    ``limit_upper``; empty = None, the URDF's): UNKNOWN_JOINT for a name that is not an
-    actuated joint, INVALID_REQUEST for lists of different lengths, a repeated name, or a
-    bound outside the URDF's range (NaN keeps one, -inf / +inf turns one off)."""
+    """Per-solve joint limits of a SolveIK or SolveIKBatch request (``limit_joints``,
+    ``limit_lower``, ``limit_upper``; empty = None, the URDF's): UNKNOWN_JOINT for a name
+    that is not an actuated joint, INVALID_REQUEST for lists of different lengths, a
+    repeated name, or a bound outside the URDF's range (NaN keeps one, -inf / +inf turns
+    one off)."""
     names, lower, upper = list(names), list(lower), list(upper)
     if not names and not lower and not upper:
         return None
@@ -569,8 +570,9 @@ def ik(model, request, settings: Settings, latest: dict[str, float]) -> IKProble
     )
 
 
-def collision_free(model, planners, settings: Settings, scene, problem: IKProblem):
-    """SolveIK's ``avoid_collisions`` as the feasibility predicate of the global solve:
+def collision_free(model, planners, settings: Settings, scene, problem: IKProblem | BatchProblem):
+    """``avoid_collisions`` of SolveIK / SolveIKBatch as the feasibility predicate of the
+    global solve (the problem's seed places the scene's frames, its active joints move):
     configurations (N, n) -> (N,) bool, their collision spheres clear of the planning scene's
     ``scene`` objects and of each other (the node's ``allowed_contacts`` apply; the planner's
     sphere model and rule, :meth:`TrajectoryOptimizer.clearances`)."""
@@ -608,6 +610,9 @@ class BatchProblem:
     iterations: int
     restarts: int
     timeout: float  # s, 0 = none (batches have no default budget)
+    limits: JointLimits | None = None  # per-solve limits of every target (None: the URDF's)
+    avoid_collisions: bool = False  # answers clear of the planning scene and of self-collision
+    feasible: Callable[[np.ndarray], np.ndarray] | None = None  # set by :func:`collision_free`
 
 
 def ik_batch(model, request, settings: Settings, latest: dict[str, float]) -> BatchProblem:
@@ -617,10 +622,12 @@ def ik_batch(model, request, settings: Settings, latest: dict[str, float]) -> Ba
     size(limits, count, "max_batch_targets", "targets")
     state_size(limits, request.seed, "seed")
     size(limits, len(request.active_joints), "max_names", "active_joints")
+    size(limits, len(request.limit_joints), "max_names", "limit_joints")
     if not request.link:
         raise _invalid("link is empty (required)")
     link(model, request.link, "link")
     q = seed(model, request.seed, latest, "seed")
+    joint_box = joint_limits(model, request.limit_joints, request.limit_lower, request.limit_upper)
     weight = float(request.orientation_weight)
     if not math.isfinite(weight) or weight < 0:
         raise _invalid(f"orientation_weight must be finite and >= 0, got {weight}")
@@ -641,6 +648,8 @@ def ik_batch(model, request, settings: Settings, latest: dict[str, float]) -> Ba
         iterations=cfg.max_iterations,
         restarts=cfg.restarts,
         timeout=seconds(request.timeout, "timeout"),
+        limits=joint_box,
+        avoid_collisions=bool(request.avoid_collisions),
     )
 
 
@@ -871,7 +880,7 @@ def _world(model, request, poses: np.ndarray, scene=()) -> col.World:
         (f"obstacles[{i}]", names[i], shape, at)
         for i, (shape, at) in enumerate(zip(request.obstacles, request.obstacle_poses))
     ]
-    spheres, capsules, boxes = [], [], []  # (name, geometry...)
+    spheres, boxes, cylinders = [], [], []  # (name, geometry...)
     for what, name, shape, stamped in items:
         placed = pose(stamped.pose, f"{what} pose")
         row = frame(model, stamped.header.frame_id, f"{what} pose")
@@ -882,11 +891,10 @@ def _world(model, request, poses: np.ndarray, scene=()) -> col.World:
             spheres.append((name, placed[4:], dims[0]))
         elif shape.type == SolidPrimitive.BOX:
             boxes.append((name, placed, dims / 2))
-        else:  # a cylinder, covered by the capsule around it (conservative)
-            height = dims[SolidPrimitive.CYLINDER_HEIGHT]
-            axis = F.rotate(placed[:4], np.array([0.0, 0.0, height / 2]))
+        else:  # a cylinder, exact: centred at its pose, its axis along the pose's z
             radius = dims[SolidPrimitive.CYLINDER_RADIUS]
-            capsules.append((name, placed[4:] - axis, placed[4:] + axis, radius))
+            half_height = dims[SolidPrimitive.CYLINDER_HEIGHT] / 2
+            cylinders.append((name, placed, radius, half_height))
     normals, offsets = [], []
     base = poses[model.link_index[model.base_frame]]
     for i, plane in enumerate(request.half_spaces):
@@ -906,18 +914,23 @@ def _world(model, request, poses: np.ndarray, scene=()) -> col.World:
             "sphere_centers": [s[1] for s in spheres],
             "sphere_radii": [s[2] for s in spheres],
         }
-    if capsules:
-        kwargs |= {
-            "capsule_a": [c[1] for c in capsules],
-            "capsule_b": [c[2] for c in capsules],
-            "capsule_radii": [c[3] for c in capsules],
-        }
     if boxes:
         kwargs |= {"box_poses": [b[1] for b in boxes], "box_half_extents": [b[2] for b in boxes]}
     if normals:
         kwargs |= {"halfspace_normals": normals, "halfspace_offsets": offsets}
-    # The world's order: spheres, capsules, boxes, half-spaces.
-    ordered = [g[0] for g in (*spheres, *capsules, *boxes)] + names[len(request.obstacles) :]
+    if cylinders:
+        kwargs |= {
+            "cylinder_poses": [c[1] for c in cylinders],
+            "cylinder_radii": [c[2] for c in cylinders],
+            "cylinder_half_heights": [c[3] for c in cylinders],
+        }
+    # The world's order (col.KINDS): spheres, capsules (none here), boxes, half-spaces,
+    # cylinders.
+    ordered = (
+        [g[0] for g in (*spheres, *boxes)]
+        + names[len(request.obstacles) :]
+        + [g[0] for g in cylinders]
+    )
     try:
         return col.World.create(dtype=model.robot.dtype, names=ordered, **kwargs)
     except ValueError as e:

@@ -6,10 +6,10 @@ answer reads:
 * ``SUCCESS`` / ``NO_SOLUTION`` / ``TIMEOUT``: an IK solve (:func:`solve_ik`; NO_SOLUTION at
   once for a target out of the robot's reach), a batch (:func:`solve_ik_batch`: TIMEOUT when
   its budget ran out between chunks), a first-time compile past the request's budget
-  (:func:`compile_timeout`).
-* ``COLLISION`` / ``START_IN_COLLISION`` / ``PLANNING_FAILED`` / ``TIMEOUT``: a plan or a
-  retargeting (:func:`plan_code`; retargeting also PLANNING_FAILED past the URDF velocity
-  limits).
+  (:func:`compile_timeout`; retargeting: :func:`retarget_compile_timeout`).
+* ``COLLISION`` / ``START_IN_COLLISION`` / ``GOAL_IN_COLLISION`` / ``NO_SOLUTION`` (a pose
+  goal no IK solution reaches) / ``PLANNING_FAILED`` / ``TIMEOUT``: a plan or a retargeting
+  (:func:`plan_code`; retargeting also PLANNING_FAILED past the URDF velocity limits).
 * ``BUSY``: too many requests waiting for compiles (:func:`busy`); ``FAILURE``: a bug
   (:func:`failure`).
 """
@@ -27,7 +27,13 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from pyroki_ros.ik import IKResult
 from pyroki_ros.msg import ErrorCode
 from pyroki_ros.planning import timing
-from pyroki_ros.planning.trajopt import START_IN_COLLISION, TIMED_OUT, PlanResult
+from pyroki_ros.planning.trajopt import (
+    GOAL_IN_COLLISION,
+    GOAL_UNREACHABLE,
+    START_IN_COLLISION,
+    TIMED_OUT,
+    PlanResult,
+)
 from pyroki_ros.ros import frames as F
 from pyroki_ros.ros.conversions import seconds_to_duration, wxyz_xyz_to_pose
 from pyroki_ros.ros.requests import FKProblem, IKProblem, RequestError
@@ -59,6 +65,15 @@ def compile_timeout(budget: float) -> RequestError:
         ErrorCode.TIMEOUT,
         f"the {budget:.3g} s budget ran out while the solver for this objective "
         "combination compiles (its first use; the compile goes on in the "
+        "background): retry shortly, or give a longer timeout",
+    )
+
+
+def retarget_compile_timeout(budget: float, steps: int) -> RequestError:
+    return RequestError(
+        ErrorCode.TIMEOUT,
+        f"the {budget:.3g} s budget ran out while the retargeting program for motions of "
+        f"{steps} steps with these links compiles (its first use; the compile goes on in the "
         "background): retry shortly, or give a longer timeout",
     )
 
@@ -193,6 +208,10 @@ def plan_code(result: PlanResult) -> int:
         return ErrorCode.SUCCESS
     if result.reason == START_IN_COLLISION:
         return ErrorCode.START_IN_COLLISION
+    if result.reason == GOAL_IN_COLLISION:
+        return ErrorCode.GOAL_IN_COLLISION
+    if result.reason == GOAL_UNREACHABLE:
+        return ErrorCode.NO_SOLUTION
     if result.reason == TIMED_OUT:
         return ErrorCode.TIMEOUT
     if min(result.min_distance, result.min_self_distance) < 0:

@@ -13,7 +13,8 @@ Cholesky factorisation runs as one ``lax.scan`` over the groups.
 
 Everything is pure JAX: jit once per problem structure (T, n, the terms), ``vmap`` over
 problems and starts, the same code on CPU and GPU. Box bounds are held by projection: every
-accepted iterate lies inside them.
+accepted iterate lies inside them. The damping schedule and the acceptance test are
+:mod:`pyroki_ros.solver.damping`'s, the same rules as the IK fast path's (pyroki_ros/ik/lm.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from pyroki_ros.solver.damping import CHAIN, Damping, improves
 
 
 @jax.tree_util.register_dataclass
@@ -117,7 +120,11 @@ def _total_cost(lin: Linearization, x: jax.Array) -> jax.Array:
 
 
 def banded_matrix_blocks(
-    lin: Linearization, damping: jax.Array, free: jax.Array, bandwidth: int
+    lin: Linearization,
+    damping: jax.Array,
+    free: jax.Array,
+    bandwidth: int,
+    schedule: Damping = CHAIN,
 ) -> tuple[jax.Array, jax.Array]:
     """The damped Gauss-Newton matrix as block-tridiagonal groups of ``bandwidth`` knots.
 
@@ -149,10 +156,10 @@ def banded_matrix_blocks(
 
     mask = jnp.concatenate([free, jnp.zeros((pad, n), free.dtype)], 0)
 
-    # Marquardt damping: scale with the diagonal so the step is invariant to units.
+    # The damping enters the diagonal by the schedule's rule (Marquardt: scaled by it).
     s_main = bands[0, : groups * b]
     h_diag = jnp.diagonal(a, axis1=1, axis2=2) + s_main[:, None] * lin.coupling_weights
-    a = a + (damping * (h_diag + 1e-9))[:, :, None] * eye_n
+    a = a + schedule.diagonal(h_diag, damping)[:, :, None] * eye_n
 
     # Block (g, g): S[g b + i, g b + j]; block (g + 1, g): S[(g + 1) b + i, g b + j].
     s_diag = jnp.stack(
@@ -235,7 +242,8 @@ def solve_chain(
     relative_tolerance: float | jax.Array = 1e-6,
     cost_tolerance: float | jax.Array = 0.0,
     satisfied_tolerance: float | jax.Array = 0.0,
-    initial_damping: float = 1e-3,
+    initial_damping: float | jax.Array | None = None,
+    schedule: Damping = CHAIN,
 ) -> ChainResult:
     """Projected Levenberg-Marquardt on a chain problem (call inside jit; vmap over problems).
 
@@ -254,7 +262,8 @@ def solve_chain(
         satisfied_tolerance: stop when an accepted step at which the linearisation reports
             ``satisfied`` lowers the cost by less than this fraction, or a step from such an
             iterate is rejected (0: never early).
-        initial_damping: the starting Marquardt damping.
+        initial_damping: the first step's damping (default ``schedule.initial``).
+        schedule: the damping schedule (:mod:`pyroki_ros.solver.damping`).
 
     Returns:
         ChainResult of the best (lowest-cost) iterate.
@@ -265,7 +274,7 @@ def solve_chain(
     groups = -(-t_count // b)
 
     def step(lin: Linearization, x: jax.Array, damping: jax.Array) -> jax.Array:
-        diag, sub = banded_matrix_blocks(lin, damping, free, b)
+        diag, sub = banded_matrix_blocks(lin, damping, free, b, schedule)
         grad = lin.gradient + _coupling_terms(lin, x)[0]
         rhs = -grad * free
         rhs = jnp.concatenate([rhs, jnp.zeros((groups * b - t_count, n), rhs.dtype)], 0)
@@ -280,7 +289,9 @@ def solve_chain(
         "x": x0,
         "lin": lin0,
         "cost": jnp.asarray(jnp.inf, x0.dtype),
-        "damping": jnp.asarray(initial_damping, x0.dtype),
+        "damping": jnp.asarray(
+            schedule.initial if initial_damping is None else initial_damping, x0.dtype
+        ),
         "iterations": jnp.asarray(-1, jnp.int32),
         "done": jnp.asarray(False),
         "converged": jnp.asarray(False),
@@ -294,7 +305,7 @@ def solve_chain(
         candidate = jnp.where(first, s["x"], step(s["lin"], s["x"], s["damping"]))
         lin_c = linearize(candidate)
         cost_c = _total_cost(lin_c, candidate)
-        better = first | (jnp.isfinite(cost_c) & (cost_c < s["cost"]))
+        better = first | improves(cost_c, s["cost"])
         decrease = (s["cost"] - cost_c) / jnp.maximum(s["cost"], 1e-30)
         small = jnp.where(lin_c.satisfied, satisfied_tolerance, 0.0)
         # A rejected step from a satisfied iterate: the model has stopped predicting the
@@ -307,15 +318,13 @@ def solve_chain(
         )
         pick = lambda new, old: jnp.where(better, new, old)
         iterations = s["iterations"] + 1
-        damping = jnp.where(
-            first, s["damping"], jnp.where(better, s["damping"] * 0.3, s["damping"] * 4.0)
-        )
-        stuck = damping > 1e8  # no damping gives a decrease: a (constrained) minimum
+        damping = jnp.where(first, s["damping"], schedule.update(s["damping"], better))
+        stuck = schedule.stuck(damping)  # no damping gives a decrease: a (constrained) minimum
         return {
             "x": pick(candidate, s["x"]),
             "lin": jax.tree.map(pick, lin_c, s["lin"]),
             "cost": pick(cost_c, s["cost"]),
-            "damping": jnp.clip(damping, 1e-9, 1e9),
+            "damping": damping,
             "iterations": iterations,
             "done": converged | stuck | (iterations >= max_iterations),
             "converged": converged | stuck,

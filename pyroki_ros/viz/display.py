@@ -293,8 +293,9 @@ def _translucent(color: Color, alpha: float = 0.5) -> Color:
 
 
 def world_shapes(world, color: Color = OBSTACLE_COLOR) -> list[Shape]:
-    """Obstacles of a core ``pyroki_ros.collision.World`` (root frame): spheres, capsules
-    (a cylinder and its two end spheres), boxes, half-spaces (:func:`halfspace`)."""
+    """Obstacles of a core ``pyroki_ros.collision.World`` (root frame), in its order:
+    spheres, capsules (a cylinder and its two end spheres), boxes, half-spaces
+    (:func:`halfspace`), cylinders."""
     shapes: list[Shape] = []
     a = {f: np.asarray(getattr(world, f), np.float64) for f in _WORLD_FIELDS}
     names = iter(world.name(i) for i in range(world.n_obstacles))
@@ -310,6 +311,8 @@ def world_shapes(world, color: Color = OBSTACLE_COLOR) -> list[Shape]:
         shapes.append(box(pose, 2 * half, color, next(names)))
     for n, d in zip(a["halfspace_normals"], a["halfspace_offsets"]):
         shapes.append(halfspace(n, d, color, next(names)))
+    for pose, r, h in zip(a["cylinder_poses"], a["cylinder_radii"], a["cylinder_half_heights"]):
+        shapes.append(cylinder(pose, r, 2 * h, color, next(names)))
     return shapes
 
 
@@ -323,6 +326,9 @@ _WORLD_FIELDS = (
     "box_half_extents",
     "halfspace_normals",
     "halfspace_offsets",
+    "cylinder_poses",
+    "cylinder_radii",
+    "cylinder_half_heights",
 )
 
 

@@ -1,0 +1,187 @@
+"""Goal configurations of a plan with a pose goal: the joint configurations its paths may end in.
+
+One batched IK solve from the start and random seeds (inactive joints at the start's value)
+gives many solutions of the goal; those clear of obstacles and of the joint limits are kept,
+distinct, nearest to the start first. When none is, the plan can stop at once and say why:
+GOAL_UNREACHABLE (no seed reached the goal within tolerance) or GOAL_IN_COLLISION (every
+solution collides; the message names the deepest contact of the clearest one), instead of
+optimising paths towards a goal no path can reach. The same rule as every other check
+(:func:`pyroki_ros.collision.checked_pairs`, the planner's sphere model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+
+from pyroki_ros import collision as col
+from pyroki_ros import objectives as obj
+from pyroki_ros.planning.problem import GOAL_IN_COLLISION, GOAL_UNREACHABLE, Weights
+
+if TYPE_CHECKING:
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
+
+SEEDS = 32  # one batched IK solve: the start and 31 random seeds (one compiled program)
+KEEP = 6  # distinct usable goal configurations kept
+DISTINCT = 0.1  # rad: two goals differ when some joint differs by more
+LIMIT_SLACK = 0.02  # rad from the limits of a joint wider than 0.5 rad: such goals first
+REFINE = 2  # clearest colliding solutions pushed clear when none is clear
+PUSH_MARGIN = 0.005  # m: the collision costs' reach while pushing a goal clear
+# No smoothness and little rest: each knot is the goal configuration alone.
+PUSH_WEIGHTS = Weights(velocity=0.0, acceleration=0.0, jerk=0.0, rest=1e-6)
+
+
+@dataclasses.dataclass(frozen=True)
+class GoalSearch:
+    """What the goal search found.
+
+    Attributes:
+        configurations: (k, n) usable goal configurations, nearest to the start first
+            (k = 0 when ``reason`` is set).
+        reason: "" when k > 0, else GOAL_UNREACHABLE or GOAL_IN_COLLISION.
+        message: why, for a person (the best position / orientation error, or the contact).
+        reached: IK solutions (of ``tried``) within the goal's tolerance.
+        tried: IK seeds.
+        position_errors, orientation_errors: (n_objectives,) m and rad of the closest IK
+            solution when none reached the goal (GOAL_UNREACHABLE), else zeros.
+    """
+
+    configurations: np.ndarray
+    reason: str
+    message: str
+    reached: int
+    tried: int
+    position_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    orientation_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+
+
+def limit_slack(planner: TrajectoryOptimizer, q: np.ndarray) -> np.ndarray:
+    """(B,) bool for configurations q (B, n): every joint wider than 0.5 rad (not a gripper)
+    at least LIMIT_SLACK from its limits. Such goals come first: a knot on a limit can only
+    slide along it, and a goal pose that needs it to leave stays missed by a few hundredths
+    of a radian."""
+    lower, upper = planner.robot.limits.lower, planner.robot.limits.upper
+    wide = (upper - lower) > 0.5
+    return np.all((np.minimum(q - lower, upper - q) >= LIMIT_SLACK) | ~wide, axis=-1)
+
+
+def distinct(goals: list[np.ndarray], more) -> list[np.ndarray]:
+    """``goals`` followed by those of ``more`` that differ from every one kept by more
+    than DISTINCT in some joint."""
+    kept = list(goals)
+    for q in more:
+        if all(np.max(np.abs(q - k)) > DISTINCT for k in kept):
+            kept.append(np.asarray(q))
+    return kept
+
+
+def search(
+    planner: TrajectoryOptimizer,
+    objectives: tuple[obj.Objective, ...],
+    start: np.ndarray,
+    active_joints: tuple[str, ...] | None,
+    world: col.World | None,
+    contacts: col.ContactRules,
+    moving: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    t_count: int,
+    seeds: int = SEEDS,
+    keep: int = KEEP,
+) -> GoalSearch:
+    """Goal configurations of ``objectives`` clear of obstacles and the robot itself: one
+    batched IK solve from ``start`` (n,) and ``seeds - 1`` random seeds; those away from the
+    joint limits (:func:`limit_slack`) first, each group nearest to the start first. When no
+    solution is clear, the REFINE clearest ones are pushed clear by the collision costs
+    (:func:`push_clear`, ``t_count``: the plan's knots)."""
+    start = np.asarray(start, np.float64)
+    limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)
+    q0 = rng.uniform(limits.lower, limits.upper, (seeds, len(start)))
+    q0[0] = start
+    if active_joints is not None:  # inactive joints keep the start's value
+        fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
+        q0[:, fixed] = start[fixed]
+    ik = planner.ik.solve(objectives, seed=q0, active_joints=active_joints)
+    reached = np.asarray(ik.success, bool)
+    q = np.asarray(ik.q, np.float64)[reached]
+    empty = np.zeros((0, len(start)))
+    if len(q) == 0:
+        position, angle = np.asarray(ik.position_error), np.asarray(ik.orientation_error)
+        best = int(np.argmin(np.max(position, axis=-1)))
+        return GoalSearch(
+            empty,
+            GOAL_UNREACHABLE,
+            f"no IK solution of the goal from {seeds} seeds: the closest misses it by "
+            f"{np.max(position[best]) * 1e3:.1f} mm / {np.degrees(np.max(angle[best])):.2f} deg",
+            0,
+            seeds,
+            position[best],
+            angle[best],
+        )
+    if planner.spheres is not None:
+        clearance = np.asarray(planner.clearances(q, world, contacts, moving))
+        if not (clearance >= 0).any():
+            order = np.argsort(-clearance, kind="stable")[:REFINE]
+            pushed = push_clear(planner, q[order], objectives, world, contacts, moving, t_count)
+            if not len(pushed):
+                depth, side_a, side_b = planner.deepest_contact(
+                    q[order[0]], world, contacts, moving
+                )
+                return GoalSearch(
+                    empty,
+                    GOAL_IN_COLLISION,
+                    f"every one of {len(q)} IK solutions of the goal collides, also when "
+                    f"pushed clear; in the clearest, {side_a} and {side_b} overlap by "
+                    f"{-depth * 1e3:.1f} mm",
+                    len(q),
+                    seeds,
+                )
+            q = pushed
+        else:
+            q = q[clearance >= 0]
+    q = q[np.argsort(np.linalg.norm(q - start, axis=-1), kind="stable")]
+    q = q[np.argsort(~limit_slack(planner, q), kind="stable")]
+    return GoalSearch(np.asarray(distinct([], q)[:keep]), "", "", len(q), seeds)
+
+
+def push_clear(
+    planner: TrajectoryOptimizer,
+    q: np.ndarray,
+    objectives: tuple[obj.Objective, ...],
+    world: col.World | None,
+    contacts: col.ContactRules,
+    moving: np.ndarray,
+    t_count: int,
+) -> np.ndarray:
+    """(k, n): those of the goal configurations q (B, n) that the optimiser moves clear of
+    obstacles while keeping the goal (IK with the collision costs).
+
+    Each runs as a "path" of ``t_count`` copies of itself with every knot free, the goal at
+    every knot and no smoothness cost: every knot is then the same IK problem, and the plan's
+    own compiled program (same objectives, same knots, one start) does it, where a one-knot
+    problem would compile a program of its own (5-13 s here, per obstacle bucket)."""
+    free = np.ones((t_count, len(q[0]))) * moving
+    goal = tuple(
+        dataclasses.replace(
+            jax.tree.map(lambda a: np.broadcast_to(a, (t_count, a.shape[-1])), o),
+            weights=np.ones((t_count, 1)) * np.asarray(o.weights, np.float64),
+        )
+        for o in objectives
+    )
+    kept = []
+    for c in q:
+        result = planner.optimize(
+            np.repeat(c[None, None], t_count, 1),
+            goal,
+            world=world,
+            free=free,
+            weights=PUSH_WEIGHTS,
+            margin=PUSH_MARGIN,
+            contacts=contacts,
+        )
+        if result.success:
+            kept.append(result.path[-1])
+    return np.asarray(kept).reshape(-1, len(q[0]))
