@@ -20,6 +20,7 @@ from pyroki_ros.model.limits import MEASURED_SLACK
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.planning import goals as goal_search
 from pyroki_ros.planning import rrt
+from pyroki_ros.planning.budget import PlanBudget
 from pyroki_ros.planning.problem import (
     GOAL_IN_COLLISION,
     START_IN_COLLISION,
@@ -140,7 +141,7 @@ def plan(
     options.setdefault("early_stop", EARLY_STOP)
     planned = options.pop("max_iterations", 60)
     objectives = _knot_objectives(goal_objectives, waypoints, t_count)
-    budget = _Budget(planner, timeout, clock)
+    budget = PlanBudget(planner, timeout, clock)
 
     def solve(starts: np.ndarray, **changes) -> PlanResult:
         """One optimisation, cut to the iterations the time left allows."""
@@ -197,33 +198,6 @@ def plan(
             reason=TIMED_OUT,
         )
     return dataclasses.replace(result, solve_seconds=time.perf_counter() - clock)
-
-
-class _Budget:
-    """A plan's wall-clock budget (``timeout`` s; 0 = none). Compiling a new program cannot
-    be cut and is not counted: the clock restarts after a call that built one. An
-    optimisation gets the iterations that fit in the time left, at the last measured pace
-    (:attr:`TrajectoryOptimizer.seconds_per_iteration`)."""
-
-    def __init__(self, planner: TrajectoryOptimizer, timeout: float, clock: float):
-        self.planner, self.timeout = planner, timeout
-        self.start, self.built = clock, planner.programs_built
-
-    def left(self) -> float:
-        """Seconds left (inf without a budget)."""
-        if self.timeout <= 0:
-            return math.inf
-        if self.planner.programs_built > self.built:
-            self.start, self.built = time.perf_counter(), self.planner.programs_built
-        return self.timeout - (time.perf_counter() - self.start)
-
-    def iterations(self, t_count: int, planned: int) -> int:
-        """At most ``planned``, at least 1 LM iterations for an optimisation of T knots."""
-        pace = self.planner.seconds_per_iteration.get(t_count)
-        left = self.left()
-        if pace is None or not math.isfinite(left):
-            return planned
-        return int(max(1, min(planned, left // pace)))
 
 
 def _checked_start(robot: Robot, start) -> np.ndarray:
