@@ -189,6 +189,24 @@ class Spec:
         return np.concatenate(rows, -1)
 
 
+# A planar arm: a continuous joint (spin) and a revolute one (elbow +-2.5 rad).
+TOY_CONTINUOUS = """<?xml version="1.0"?>
+<robot name="toy_continuous">
+  <link name="base"/><link name="l1"/><link name="l2"/><link name="tip"/>
+  <joint name="spin" type="continuous">
+    <parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
+  </joint>
+  <joint name="elbow" type="revolute">
+    <parent link="l1"/><child link="l2"/><origin xyz="0.5 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-2.5" upper="2.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="l2"/><child link="tip"/><origin xyz="0.3 0 0"/>
+  </joint>
+</robot>
+"""
+
+
 def _rotations(wxyz: np.ndarray) -> np.ndarray:
     """(*batch, 4) unit quaternions -> (*batch, 3, 3), numpy only."""
     q = unit(wxyz)

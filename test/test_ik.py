@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from ik_cases import Spec, build, geometric_errors
+from ik_cases import TOY_CONTINUOUS, Spec, build, geometric_errors
 from ik_reference import RefRobot, pose7
 
 from pyroki_ros import Robot
@@ -207,23 +207,6 @@ def test_joint_limits_hold_for_200_targets_near_limits(panda):
         >= 10
     )
     check_result(specs, panda, result, targets, min_success=0.95)
-
-
-TOY_CONTINUOUS = """<?xml version="1.0"?>
-<robot name="toy_continuous">
-  <link name="base"/><link name="l1"/><link name="l2"/><link name="tip"/>
-  <joint name="spin" type="continuous">
-    <parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
-  </joint>
-  <joint name="elbow" type="revolute">
-    <parent link="l1"/><child link="l2"/><origin xyz="0.5 0 0"/><axis xyz="0 0 1"/>
-    <limit lower="-2.5" upper="2.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="tip_joint" type="fixed">
-    <parent link="l2"/><child link="tip"/><origin xyz="0.3 0 0"/>
-  </joint>
-</robot>
-"""
 
 
 @pytest.fixture(scope="module")

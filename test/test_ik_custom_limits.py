@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ik_cases import TOY_CONTINUOUS
 from ik_reference import RefRobot, pose7
 
 from pyroki_ros import Robot
@@ -189,23 +190,6 @@ def test_pose_solver_takes_limits_too(panda):
     q = np.stack([r.q for r in results])
     assert np.mean([r.success for r in results]) >= 0.8
     assert np.all((q >= box.lower) & (q <= box.upper))
-
-
-TOY_CONTINUOUS = """<?xml version="1.0"?>
-<robot name="toy_continuous">
-  <link name="base"/><link name="l1"/><link name="l2"/><link name="tip"/>
-  <joint name="spin" type="continuous">
-    <parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
-  </joint>
-  <joint name="elbow" type="revolute">
-    <parent link="l1"/><child link="l2"/><origin xyz="0.5 0 0"/><axis xyz="0 0 1"/>
-    <limit lower="-2.5" upper="2.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="tip_joint" type="fixed">
-    <parent link="l2"/><child link="tip"/><origin xyz="0.3 0 0"/>
-  </joint>
-</robot>
-"""
 
 
 def test_a_continuous_joint_given_bounds_stops_wrapping():

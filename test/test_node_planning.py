@@ -568,7 +568,7 @@ def test_bad_retarget_requests_get_clear_errors(node):
 def test_the_first_plan_after_the_background_warm_up_answers_within_2_s(tmp_path_factory):
     """With warmup_plan (config/panda.yaml's default) the node compiles its planner after
     the model loads; the first plan of a pose goal among a box and a cylinder, once the log
-    says so, then needs no compile (a cold one takes 20-30 s here)."""
+    says so, then needs no compile (a cold one takes seconds: 11.7 s in docs/benchmarks/mbm.md)."""
     from harness import wait_until
 
     with panda_node(tmp_path_factory, "warm_plan", params=("warmup_plan:=true",)) as node:

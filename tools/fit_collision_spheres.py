@@ -32,8 +32,8 @@ link pairs, one is ignored when its spheres overlap at the centre of the joint l
 more than ``IGNORE_FRACTION`` (50 %) of ``N_RANDOM`` uniformly random configurations inside
 the limits (key 0): pairs that the sphere approximation makes touch at rest or sit within
 the margin almost always would make every plan infeasible, or keep its collision costs
-active on every knot (the Panda's link5 and link7, the wrist, are within 3 cm in every
-configuration of 2,000: with that pair checked, no random start/goal pair is 3 cm clear). ``EXTRA_IGNORE`` adds pairs by hand, each with its reason (the
+active on every knot (the Panda's wrist links link5 and link7 sit that close in most
+configurations with the fine spheres). ``EXTRA_IGNORE`` adds pairs by hand, each with its reason (the
 Panda's fingers touch each other when closed, by design; its SRDF disables them too).
 The output is deterministic.
 """

@@ -177,11 +177,13 @@ class RobotSpheres:
         ignore list plus ``ignore``. ``robot`` defaults to the embedded URDF's model.
 
         Two sets per robot (``pyroki_ros/robots/``): ``<name>_spheres.yaml``, the default,
-        4 spheres per link mesh (Panda: 48; they reach up to ~4.5 cm past the mesh), and with
-        ``fine`` ``<name>_spheres_fine.yaml`` from ``tools/fit_collision_spheres.py`` (Panda:
-        118, at most ~1.9 cm past it: grasps in clutter that the default set sees as
-        collisions become feasible, but plans cost several times more, mostly in the
-        self-collision pairs; docs/benchmarks/mbm.md and trajopt.md measure both).
+        4 spheres per link mesh (Panda: 48, centred near the surface, so they bulge past the
+        mesh), and with ``fine`` ``<name>_spheres_fine.yaml`` from
+        ``tools/fit_collision_spheres.py`` (Panda: 118, centred inside, each reaching past
+        the mesh by at most the bound the tool prints): grasps in clutter that the default set
+        sees as collisions become feasible, but plans cost more, mostly in the self-collision
+        pairs (MotionBenchMaker median 201 ms default vs 436 ms fine:
+        docs/benchmarks/mbm.md and mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path
 

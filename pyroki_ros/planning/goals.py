@@ -162,7 +162,7 @@ def push_clear(
     Each runs as a "path" of ``t_count`` copies of itself with every knot free, the goal at
     every knot and no smoothness cost: every knot is then the same IK problem, and the plan's
     own compiled program (same objectives, same knots, one start) does it, where a one-knot
-    problem would compile a program of its own (5-13 s here, per obstacle bucket)."""
+    problem would compile a program of its own, per obstacle bucket."""
     free = np.ones((t_count, len(q[0]))) * moving
     goal = tuple(
         dataclasses.replace(

@@ -377,13 +377,23 @@ class TrajectoryOptimizer:
     ) -> Callable[[np.ndarray], np.ndarray]:
         """The smallest checked clearance (m) as a function of configurations q (B, n) ->
         (B,), for one world and contact rule (the padding and the checked pairs made once:
-        a sampling planner calls it many times). Each new B compiles once: callers that vary
-        it should pad to a fixed size."""
+        a sampling planner calls it many times). B is padded to the next power of two (the
+        first row repeated), so callers whose batch varies (IK solutions that reached a goal,
+        a plan's ends) compile a handful of programs, not one per size."""
         world = self._empty_world if world is None else world
         padded = self._padded_world(world)
         checked = self._checked(world, padded, contacts, np.asarray(moving, bool))
         program, dt = self._clearance_program, self._dtype
-        return lambda q: np.asarray(program(jnp.asarray(q, dt), padded, *checked))
+
+        def clearance(q: np.ndarray) -> np.ndarray:
+            q = np.asarray(q, dt)
+            count = len(q)
+            size = 1 << max(count - 1, 0).bit_length()
+            if size > count:
+                q = np.concatenate([q, np.repeat(q[:1], size - count, 0)])
+            return np.asarray(program(jnp.asarray(q), padded, *checked))[:count]
+
+        return clearance
 
     def deepest_contact(
         self,

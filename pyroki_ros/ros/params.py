@@ -411,7 +411,7 @@ PARAMETERS = (
         False,
         "Compile the planner's programs in the background after a model loads (a pose goal "
         "for tip_link with trajectory_num_steps knots, without obstacles and among boxes and "
-        "cylinders), so that the first ~/plan_trajectory does not wait 20-30 s for them.",
+        "cylinders), so that the first ~/plan_trajectory does not wait for those compiles.",
         read_only=True,
     ),
     Param(
