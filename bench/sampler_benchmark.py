@@ -11,9 +11,20 @@ Per robot chain: train a sampler for a bounded time (or load a checkpoint from -
   apart in the max-norm over the chain joints);
 * sampling throughput (1000 targets x K in one call, after warm-up);
 * the solver, one target per call: its own strategy (start at the middle of the limits, then
-  quasi-random restarts) against the sampler's best-of-K as seed and against a batched solve
-  from all K samples: success (solver tolerances 1 mm / 1 degree), median iterations, median
-  latency per target (sampling included).
+  quasi-random restarts) against the sampler's best-of-K as seed, against a batched solve
+  from all K samples, and against the fallback rule (the solver's first attempt, the best of
+  K samples only where it fails): success (solver tolerances 1 mm / 1 degree), median
+  iterations, median latency per target (sampling included);
+* hard targets (``--hard N``, 0 = skip): from a pool of random targets, those the solver's
+  first attempt leaves unsolved, i.e. the ones that need its restarts. Each has a start
+  configuration: the middle of the limits (``--start middle``, the solver's default seed), or
+  a uniform random configuration (``--start random``: the robot's current state in the node,
+  fixed seed). Plain restarts from that start, the best of K as the seed, and the fallback
+  rule from that start, timed interleaved (every round times each target with each strategy,
+  the order rotating) over ``--hard-rounds`` rounds: success, median iterations, median and
+  p95 latency; ``--timeout 0.1`` gives every call the node's default budget (the plain
+  solver then also runs its first attempt as a call of its own). The issue 20 goal:
+  fallback success >= plain, median <= 0.8x plain.
 
 Examples (repository root)::
 
@@ -23,6 +34,9 @@ Examples (repository root)::
     # pose targets (position + orientation; orientation errors, % within 10 degrees)
     .venv/bin/python bench/sampler_benchmark.py --robots panda --mode pose \\
         --train-seconds 600 --models /tmp/sampler_models --json /tmp/sampler_pose.json
+    # the models shipped in the package (IKSampler.pretrained), hard targets from random starts
+    .venv/bin/python bench/sampler_benchmark.py --robots panda,ur5 --shipped \\
+        --hard 100 --start random --json /tmp/sampler_shipped.json
 """
 
 from __future__ import annotations
@@ -40,9 +54,9 @@ import jax
 import numpy as np
 
 from pyroki_ros import Robot
-from pyroki_ros.ik import IKSolver
+from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKSolver
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.sampler import IKSampler, TrainConfig, train
+from pyroki_ros.sampler import IKSampler, TrainConfig, checkpoint_path, train
 from pyroki_ros.sampler.core import tip_pose
 from pyroki_ros.sampler.seeding import best_samples, objective_for, seeded_solve
 
@@ -119,6 +133,9 @@ def solver_stats(sampler: IKSampler, targets, k: int, n: int) -> dict:
         f"all {k} samples as seeds": lambda t: seeded_solve(
             solver, sampler, t, k=k, strategy="all", **options
         ),
+        f"fallback: best of {k} after a failed first attempt": lambda t: seeded_solve(
+            solver, sampler, t, k=k, strategy="fallback", **options
+        ),
     }
     out = {}
     for name, run in runs.items():
@@ -138,6 +155,80 @@ def solver_stats(sampler: IKSampler, targets, k: int, n: int) -> dict:
     return out
 
 
+def hard_targets(sampler: IKSampler, solver: IKSolver, n: int, pool: int, start: str):
+    """Up to ``n`` targets of a pool of ``pool`` random ones that the solver's first attempt
+    (from their start) leaves unsolved, with those starts: (targets, starts, share hard)."""
+    robot = sampler.robot
+    targets = targets_for(sampler, pool, seed=2025)
+    if start == "random":
+        starts = np.asarray(robot.random_configurations(jax.random.PRNGKey(7), (pool,)), float)
+    else:
+        starts = np.tile(np.asarray(robot.limits.bounds, float).reshape(-1, 2).mean(1), (pool, 1))
+    active = [robot.joint_names[i] for i in sampler.spec.chain]
+    first = solver.solve(
+        objective_for(sampler, targets),
+        seed=starts,
+        active_joints=active,
+        max_iterations=DEFAULT_ITERATIONS_PER_RESTART,
+    )
+    hard = np.flatnonzero(~first.success)
+    return targets[hard[:n]], starts[hard[:n]], float(len(hard) / pool)
+
+
+def hard_stats(
+    sampler: IKSampler, k: int, n: int, pool: int, start: str, rounds: int, timeout: float
+) -> dict:
+    """Plain restarts, best of ``k`` as seed and the fallback rule on hard targets, one
+    target per call, timed interleaved over ``rounds`` rounds; ``timeout`` (s, 0 = none) for
+    every call (with one, the plain solver also runs its first attempt as a call of its own,
+    as in the node)."""
+    solver = IKSolver(sampler.robot)
+    targets, starts, share = hard_targets(sampler, solver, n, pool, start)
+    out = {"pool": pool, "start": start, "timeout": timeout, "hard_share": 100 * share}
+    out["targets"] = len(targets)
+    print(f"hard targets: {len(targets)} of {pool} ({100 * share:.2f} % hard)", flush=True)
+    if not len(targets):
+        return out
+    active = [sampler.robot.joint_names[i] for i in sampler.spec.chain]
+    options = {"active_joints": active, "timeout": timeout}
+    runs = {
+        "solver restarts": lambda t, q0: solver.solve(
+            objective_for(sampler, t), seed=q0, **options
+        ),
+        f"best of {k} samples as seed": lambda t, q0: seeded_solve(
+            solver, sampler, t, k=k, strategy="best", **options
+        ),
+        f"fallback: best of {k} after a failed first attempt": lambda t, q0: seeded_solve(
+            solver, sampler, t, k=k, strategy="fallback", start=q0, **options
+        ),
+    }
+    names = list(runs)
+    for run in runs.values():
+        run(targets[0], starts[0])  # compile
+        run(targets[-1], starts[-1])
+    rows = {name: [] for name in names}
+    for r in range(rounds):
+        for i, (t, q0) in enumerate(zip(targets, starts)):
+            shift = (r + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                begin = time.perf_counter()
+                result = runs[name](t, q0)
+                seconds = time.perf_counter() - begin
+                rows[name].append((seconds, bool(result.success), int(result.iterations)))
+    for name in names:
+        seconds, success, iterations = map(np.asarray, zip(*rows[name]))
+        out[name] = {
+            "success": 100 * float(success.mean()),
+            "median_iterations": float(np.median(iterations)),
+            "median_ms": 1e3 * float(np.median(seconds)),
+            "p95_ms": 1e3 * float(np.percentile(seconds, 95)),
+        }
+    plain = out["solver restarts"]["median_ms"]
+    for name in names[1:]:
+        out[name]["median_vs_plain"] = out[name]["median_ms"] / plain
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", default="arm4,ur5,panda")
@@ -150,6 +241,28 @@ def main() -> None:
     parser.add_argument("--joint-hidden", type=int, default=64)
     parser.add_argument("--components", type=int, default=8)
     parser.add_argument("--models", help="folder of checkpoints: load <robot>_<mode>.npz if there")
+    parser.add_argument(
+        "--shipped",
+        action="store_true",
+        help="use the models shipped in the package (IKSampler.pretrained(robot)); no training",
+    )
+    parser.add_argument(
+        "--hard", type=int, default=100, help="hard targets for the seeding rule (0 = skip)"
+    )
+    parser.add_argument("--hard-pool", type=int, default=4000, help="random targets to pick from")
+    parser.add_argument("--hard-rounds", type=int, default=5, help="timed calls per hard target")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="s, every hard-target call's budget (0 = none; the node's default is 0.1)",
+    )
+    parser.add_argument(
+        "--start",
+        choices=("middle", "random"),
+        default="random",
+        help="hard targets' start: the middle of the limits or a random configuration",
+    )
     parser.add_argument("--targets", type=int, default=500)
     parser.add_argument("--solver-targets", type=int, default=100)
     parser.add_argument("-k", type=int, default=16)
@@ -166,7 +279,12 @@ def main() -> None:
         urdf, tip = ROBOTS[name]
         robot = Robot.from_urdf(urdf)
         path = Path(args.models) / f"{name}_{args.mode}.npz" if args.models else None
-        if path is not None and path.exists():
+        if args.shipped:
+            sampler = IKSampler.pretrained(name, robot)
+            if sampler.spec.mode != args.mode:
+                raise SystemExit(f"{name}: the shipped model is for {sampler.spec.mode} targets")
+            print(f"{name}: shipped model {checkpoint_path(name)}")
+        elif path is not None and path.exists():
             sampler = IKSampler.load(path, robot)
             print(f"{name}: loaded {path}")
         else:
@@ -203,6 +321,16 @@ def main() -> None:
         best, _ = best_samples(sampler, targets, args.k, seed=1)
         row["best_of_k"] = error_stats(*sampler.errors(targets, best))
         row["solver"] = solver_stats(sampler, targets, args.k, args.solver_targets)
+        if args.hard > 0:
+            row["hard"] = hard_stats(
+                sampler,
+                args.k,
+                args.hard,
+                args.hard_pool,
+                args.start,
+                args.hard_rounds,
+                args.timeout,
+            )
         results["robots"][name] = row
         print(json.dumps({name: row}, indent=1), flush=True)
     if args.json:

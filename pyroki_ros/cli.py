@@ -177,10 +177,10 @@ def train_sampler_command(args: argparse.Namespace) -> int:
 
 def sample_command(args: argparse.Namespace) -> int:
     from pyroki_ros.model.robot import Robot
-    from pyroki_ros.sampler import IKSampler
+    from pyroki_ros.sampler import IKSampler, checkpoint_path
 
     robot = Robot.from_urdf(_robot_source(args.urdf))
-    sampler = IKSampler.load(args.model, robot)
+    sampler = IKSampler.load(checkpoint_path(args.model), robot)
     with np.load(args.targets, allow_pickle=False) as data:
         if "targets" not in data:
             raise ValueError(f"{args.targets} has no array 'targets'")
@@ -259,7 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sa = sub.add_parser("sample", help="draw IK samples from a sampler checkpoint (npz in/out)")
     sa.add_argument("--urdf", required=True, help="URDF file, or an embedded robot: panda, ur5")
-    sa.add_argument("--model", required=True, help="checkpoint from train-sampler (.npz)")
+    sa.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint from train-sampler (.npz), or a shipped model: panda, ur5",
+    )
     sa.add_argument("--targets", required=True, help="npz with targets (N, 3) or (N, 7) wxyz_xyz")
     sa.add_argument("--out", required=True, help="npz to write: joint_names, q (N, k, n), errors")
     sa.add_argument("-k", type=int, default=8, help="samples per target (default 8)")

@@ -1,7 +1,10 @@
 """End to end: the node with ``sampler_checkpoint`` (a learned IK sampler trained here by the
 real CLI, tiny and briefly) loads it for the Panda, and ~/solve_ik still answers correctly
-(checked with the independent reference FK) whether or not the sampler's seed is used. A
-checkpoint for another robot is refused with a log line, and the node serves on."""
+(checked with the independent reference FK) whether or not the sampler's seed is used. The
+model shipped for the Panda, named instead of a path (``sampler_checkpoint:=panda``), loads
+too and seeds requests on its tip (panda_hand_tcp, the node's tip_link there, so that its
+program is compiled at start). A checkpoint for another robot is refused
+with a log line, and the node serves on."""
 
 from __future__ import annotations
 
@@ -48,13 +51,15 @@ def test_node_seeds_ik_from_a_sampler_checkpoint(tmp_path_factory):
     meta["robot_name"] = "not_a_panda"
     other.with_suffix(".json").write_text(json.dumps(meta))
 
-    for path, used in ((checkpoint, True), (other, False)):
+    cases = ((checkpoint, True, "panda_hand"), (other, False, "panda_hand"))
+    cases += (("panda", True, "panda_hand_tcp"),)  # the shipped model, by name
+    for index, (path, used, link) in enumerate(cases):
         env = IsolatedNode(
-            f"sampler_{used}",
-            work / f"node_{used}",
+            f"sampler_{index}",
+            work / f"node_{index}",
             [
                 "--params-file", str(CONFIG), "-p", "warmup_batch_sizes:=[]", "-p", "warmup_plan:=false",
-                "-p", f"sampler_checkpoint:={path}",
+                "-p", f"sampler_checkpoint:={path}", "-p", f"tip_link:={link}",
                 "-p", f"compilation_cache_dir:={work / 'cache'}",
             ],
         )  # fmt: skip
@@ -64,27 +69,28 @@ def test_node_seeds_ik_from_a_sampler_checkpoint(tmp_path_factory):
             env.wait_ready("panda_hand")
             log = env.node.log()
             if used:
-                assert "learned IK sampler" in log, log[-2000:]
+                assert "learned IK sampler" in log and f"'{path}'" in log, log[-2000:]
             else:
                 assert "not used" in log and "not_a_panda" in log, log[-2000:]
             rng = np.random.default_rng(4)
-            solved = 0
+            solved, answers = 0, []
             for _ in range(5):
                 margin = 0.1 * (check.UPPER - check.LOWER)
                 q = rng.uniform(check.LOWER + margin, check.UPPER - margin)
                 q[-1] = 0.02
-                target = check.link_pose(q, "panda_hand")
+                target = check.link_pose(q, link)
                 objective = IKObjective(
-                    type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target)
+                    type=IKObjective.POSE, link=link, target=pose_stamped(target)
                 )
                 response = env.call(SolveIK, "solve_ik", SolveIK.Request(objectives=[objective]))
+                answers.append((response.error_code.val, response.message))
                 if response.success:
                     solved += 1
                     result = np.asarray(response.solution.position)
-                    p_err, r_err = pose_errors(target, check.link_pose(result, "panda_hand"))
+                    p_err, r_err = pose_errors(target, check.link_pose(result, link))
                     assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
                     assert check.within_limits(result)
-            assert solved >= 4
+            assert solved >= 4, f"case {index} ({path}, {link}): {answers}"
             assert env.node.alive()
         finally:
             env.close()

@@ -114,6 +114,8 @@ def test_colcon_build(colcon_venv, tmp_path):
         "pyroki_ros/msg/__init__.py",
         "pyroki_ros/cli.py",
         "pyroki_ros/robots/panda.urdf",
+        "pyroki_ros/sampler/models/panda.npz",
+        "pyroki_ros/sampler/models/panda.json",
     ):
         assert (site / rel).is_file(), rel
     for rel in ("lib/pyroki_ros/pyroki_ros_node", "bin/pyroki-ros"):

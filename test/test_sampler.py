@@ -289,3 +289,44 @@ def test_pose_sampler_reports_errors_like_the_reference():
     sample_yaw = q.sum(-1)  # planar z-axis chain: the tip's yaw is the sum of the joints
     expected = np.abs(np.angle(np.exp(1j * (sample_yaw - yaw[:, None]))))
     np.testing.assert_allclose(orientation, expected, atol=2e-3)
+
+
+def test_fallback_seeds_only_the_targets_the_first_attempt_leaves(four):
+    # strategy="fallback": the solver's first attempt from `start`; the best of K samples
+    # only for the targets it does not solve. Targets solved by the first attempt get exactly
+    # the plain solver's answer (no sampler call); the others are solved at least as often.
+    robot = four.robot
+    solver = IKSolver(robot)
+    targets = polar_targets(32, (0.15, 0.95), seed=13)
+    rng = np.random.default_rng(14)
+    starts = rng.uniform(-LIMIT, LIMIT, (32, 4))
+    objective = two_objective(targets)
+    first = solver.solve(objective, seed=starts, max_iterations=15)
+    plain = solver.solve(objective, seed=starts)
+    assert 0 < first.success.sum() < 32  # easy and hard targets both
+    result = seeded_solve(solver, four, targets, k=16, strategy="fallback", start=starts)
+    easy = first.success
+    np.testing.assert_array_equal(result.q[easy], first.q[easy])
+    np.testing.assert_array_equal(result.iterations[easy], first.iterations[easy])
+    assert np.all(result.iterations[~easy] > 15)
+    assert result.success.sum() >= plain.success.sum()
+    np.testing.assert_array_less(reference_errors(FOUR, result.q, targets)[result.success], 1.1e-3)
+    # One target (no batch): the same answer as its row of the batch.
+    i = int(np.flatnonzero(~easy)[0])
+    one = seeded_solve(solver, four, targets[i], k=16, strategy="fallback", start=starts[i])
+    assert one.q.shape == (4,) and one.success.shape == () and one.position_error.shape == (1,)
+    assert bool(one.success) == bool(result.success[i])
+    assert int(one.iterations) == int(result.iterations[i])
+    # An inactive chain joint stays at the start, also in the sampler-seeded stage.
+    held = seeded_solve(
+        solver, four, targets, k=16, strategy="fallback", start=starts,
+        active_joints=["j1", "j2", "j3"],
+    )  # fmt: skip
+    np.testing.assert_allclose(held.q[:, 0], starts[:, 0], atol=1e-6)  # float32 program
+    # One target from several starts: a batch of problems.
+    several = seeded_solve(solver, four, targets[i], k=16, strategy="fallback", start=starts[:5])
+    assert several.q.shape == (5, 4) and several.success.shape == (5,)
+    with pytest.raises(ValueError, match="fallback"):
+        seeded_solve(solver, four, targets, strategy="best", start=starts)
+    with pytest.raises(ValueError, match="max_deviation"):
+        seeded_solve(solver, four, targets, strategy="fallback", max_deviation=0.1)

@@ -104,24 +104,26 @@ def plan(
         raise ValueError(f"num_starts must be >= 1, got {num_starts}")
     active = _active_mask(robot, active_joints)
     t_count = int(num_steps)
-    refused = _collision(planner, start, world, contacts, active, t_count, clock, start=start)
-    if refused is not None:
-        return refused
+    start_clearance = _clearance(planner, start, world, contacts, active)
+    if start_clearance < 0:
+        return _collision(planner, start, world, contacts, active, t_count, clock, start=start)
     rng = np.random.default_rng(seed)
     margin = float(options.get("margin", 0.02))
     goal_objectives = _goal_objectives(goal)
     joint_goal = not goal_objectives
     if joint_goal:
         known = [_joint_goal(robot, goal, start, active)]
-        refused = _collision(planner, known[0], world, contacts, active, t_count, clock,
-                             start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
-        if refused is not None:
-            return refused
+        ends = [_clearance(planner, known[0], world, contacts, active)]
+        if ends[0] < 0:
+            return _collision(planner, known[0], world, contacts, active, t_count, clock,
+                              start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
     else:
         names = None if active_joints is None else tuple(active_joints)
         found = goal_search.search(
             planner, goal_objectives, start, names, world, contacts, active, rng,
             t_count=t_count,
+            position_tolerance=options.get("position_tolerance", 1e-3),
+            orientation_tolerance=options.get("orientation_tolerance", math.radians(1.0)),
         )  # fmt: skip
         if found.reason:
             return dataclasses.replace(
@@ -129,13 +131,14 @@ def plan(
                 position_errors=found.position_errors,
                 orientation_errors=found.orientation_errors,
             )
+        ends = list(found.clearances)
         known = list(found.configurations)
 
     # Every path ends in one of the known goal configurations: the last knot is fixed (a
     # pose goal's configurations reach it within the IK's tolerance).
     free = np.ones((t_count, robot.n_joints)) * active
     free[0] = free[-1] = 0.0
-    margin = _end_margin(planner, margin, start, known, world, contacts, active)
+    margin = _end_margin(margin, [start_clearance, *ends])
     options["margin"] = margin
     weights = options.pop("weights", Weights())
     options.setdefault("early_stop", EARLY_STOP)
@@ -233,6 +236,13 @@ def _active_mask(robot: Robot, active_joints: tuple[str, ...] | None) -> np.ndar
     return active
 
 
+def _clearance(planner: TrajectoryOptimizer, q, world, contacts, active) -> float:
+    """The clearance (m) of the configuration ``q`` (n,): inf without a sphere model."""
+    if planner.spheres is None:
+        return math.inf
+    return float(planner.clearances(q[None], world, contacts, active)[0])
+
+
 def _collision(
     planner: TrajectoryOptimizer,
     q,
@@ -244,11 +254,9 @@ def _collision(
     *,
     start,
     reason: str = START_IN_COLLISION,
-) -> PlanResult | None:
-    """None when ``q`` (the start, or a joint goal) is clear; else the result with
-    ``reason`` naming the deepest contact (the path: the start held for ``t_count`` knots)."""
-    if planner.spheres is None or planner.clearances(q[None], world, contacts, active)[0] >= 0:
-        return None
+) -> PlanResult:
+    """The result for ``q`` (the start, or a joint goal) in collision: ``reason``, the
+    deepest contact named (the path: the start held for ``t_count`` knots)."""
     clearance, side_a, side_b = planner.deepest_contact(q, world, contacts, active)
     what = "start" if reason == START_IN_COLLISION else "goal configuration"
     message = (
@@ -277,16 +285,11 @@ def _refused(
     )
 
 
-def _end_margin(
-    planner: TrajectoryOptimizer, margin: float, start, known, world, contacts, active
-) -> float:
+def _end_margin(margin: float, ends) -> float:
     """The collision costs' reach for a plan whose start or goal configurations sit closer
-    to an obstacle than ``margin``: twice their clearance (at least MIN_MARGIN). A grasp's
-    fingers are millimetres from the object; with the full margin every knot near the goal
-    would be pushed away from where the path has to end."""
-    if planner.spheres is None:
-        return margin
-    ends = planner.clearances(np.stack([start, *known]), world, contacts, active)
+    to an obstacle than ``margin``: twice their least clearance ``ends`` (m; at least
+    MIN_MARGIN). A grasp's fingers are millimetres from the object; with the full margin
+    every knot near the goal would be pushed away from where the path has to end."""
     return float(min(margin, max(MIN_MARGIN, 2.0 * float(np.min(ends)))))
 
 

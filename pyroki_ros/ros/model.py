@@ -521,14 +521,16 @@ class LoadedModel:
 
     def load_sampler(self, path: str) -> None:
         """The learned IK sampler checkpoint at ``path`` for this model, its program compiled.
+        ``path`` may also name a model shipped in the package ("panda", "ur5":
+        :func:`pyroki_ros.sampler.checkpoint_path`).
 
         Raises:
             ValueError, OSError, KeyError: not a checkpoint, or one for another robot.
         """
-        from pyroki_ros.sampler import IKSampler
+        from pyroki_ros.sampler import IKSampler, checkpoint_path
         from pyroki_ros.sampler.seeding import best_samples
 
-        sampler = IKSampler.load(path, self.robot)
+        sampler = IKSampler.load(checkpoint_path(path), self.robot)
         if sampler.spec.base != self.root_link:
             raise ValueError(f"its base '{sampler.spec.base}' is not the root link")
         target = np.zeros(3) if sampler.spec.mode == "position" else np.eye(1, 7)[0]

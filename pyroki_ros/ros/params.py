@@ -281,7 +281,10 @@ PARAMETERS = (
     Param(
         "sampler_checkpoint",
         "",
-        "Learned IK sampler checkpoint (.npz from `pyroki-ros train-sampler`) for this robot: "
+        "Learned IK sampler for this robot: the name of a model shipped in the package "
+        "('panda', 'ur5': the bundled robots, tips panda_hand_tcp and tool0, position "
+        "targets) or the path of a checkpoint (.npz from `pyroki-ros train-sampler`; write "
+        "./panda.npz for a local file named like a shipped model): "
         "~/solve_ik requests with one objective on the sampler's tip (no max_deviation, no "
         "active_joints) start from the best of its samples when that is closer to the "
         "target than the seed. Empty = off; a checkpoint for another robot is logged and "

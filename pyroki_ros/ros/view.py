@@ -116,6 +116,9 @@ class ViewClient:
         self.executor.shutdown(timeout_sec=2.0)
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
+        # Joined before exit: a callback still drawing (FK in XLA) in a daemon thread at
+        # interpreter exit aborts the process.
+        self._thread.join(timeout=5.0)
         if self.viewer is not None:
             self.viewer.close()
 

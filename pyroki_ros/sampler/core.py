@@ -26,6 +26,8 @@ from pyroki_ros.sampler import model as m
 
 Mode = Literal["position", "pose"]
 FORMAT = "pyroki_ros.sampler/1"
+# Trained models shipped in the package: <name>.npz + <name>.json (IKSampler.pretrained).
+MODELS = Path(__file__).resolve().parent / "models"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,6 +337,33 @@ class IKSampler:
         return path, meta
 
     @staticmethod
+    def pretrained_names() -> tuple[str, ...]:
+        """Names of the models shipped in the package (``pyroki_ros/sampler/models``), sorted:
+        one per bundled robot, named after it ("panda", "ur5")."""
+        return tuple(
+            sorted(p.stem for p in MODELS.glob("*.npz") if p.with_suffix(".json").is_file())
+        )
+
+    @staticmethod
+    def pretrained(name: str, robot: Robot | None = None) -> IKSampler:
+        """The shipped model ``name`` (see :meth:`pretrained_names`), for ``robot``: by
+        default the bundled URDF of the model's robot (:func:`pyroki_ros.robots.urdf_path`).
+        ValueError for an unknown name (the message lists the shipped ones) or a robot that
+        does not match the model (as :meth:`load`)."""
+        path = pretrained_path(name)
+        if robot is None:
+            from pyroki_ros.robots import AVAILABLE, urdf_path
+
+            spec = SamplerSpec.from_json(json.loads(path.with_suffix(".json").read_text()))
+            if spec.robot_name not in AVAILABLE:
+                raise ValueError(
+                    f"model '{name}' is for robot '{spec.robot_name}', which is not bundled: "
+                    "pass robot="
+                )
+            robot = Robot.from_urdf(urdf_path(spec.robot_name))
+        return IKSampler.load(path, robot)
+
+    @staticmethod
     def load(path: str | Path, robot: Robot) -> IKSampler:
         """Loads a checkpoint for ``robot``; ValueError when the robot does not match (name,
         actuated joints, limits) or the file is not a sampler checkpoint."""
@@ -350,6 +379,32 @@ class IKSampler:
             if name not in params or params[name].shape != value.shape:
                 raise ValueError(f"{path}: weight '{name}' missing or of the wrong shape")
         return IKSampler(spec, params, robot)
+
+
+def pretrained_path(name: str) -> Path:
+    """The .npz of the shipped model ``name``; ValueError naming the shipped models when there
+    is no such model."""
+    names = IKSampler.pretrained_names()
+    if name not in names:
+        raise ValueError(
+            f"no shipped sampler model named '{name}'; available: {', '.join(names) or 'none'}"
+        )
+    return MODELS / f"{name}.npz"
+
+
+def checkpoint_path(checkpoint: str | Path) -> Path:
+    """A checkpoint given as a shipped model's name ("panda", "ur5": see
+    :meth:`IKSampler.pretrained_names`) or as a path (``~`` expanded). A bare name of a
+    shipped model always means the shipped model: write ``./panda.npz`` for a local file of
+    that name. ValueError for a bare name that is neither a shipped model nor a file (the
+    message lists the shipped models)."""
+    if isinstance(checkpoint, str) and checkpoint in IKSampler.pretrained_names():
+        return pretrained_path(checkpoint)
+    path = Path(checkpoint).expanduser()
+    bare = isinstance(checkpoint, str) and "/" not in checkpoint and not path.suffix
+    if bare and not path.with_suffix(".npz").exists():
+        pretrained_path(checkpoint)  # raises: no such model, naming the shipped ones
+    return path
 
 
 def check_robot(spec: SamplerSpec, robot: Robot) -> None:

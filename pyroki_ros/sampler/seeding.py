@@ -8,6 +8,14 @@ Two ways, both without touching the solver's compiled loop:
   padded to the solver's bucket sizes, so a call is one dispatch and one copy back.
 * ``"all"``: solve every target from each of its K samples (one batched (N, K) solve with a
   budget of one attempt per sample) and keep the best answer per target.
+* ``"fallback"`` (the rule for when the sampler's seeds go first): the solver's first attempt
+  from the given start (or its default seed) runs alone; only the targets it leaves unsolved
+  (the hard ones, which would need the solver's quasi-random restarts) get the best of K
+  samples as the start of the rest of their iteration budget, the solver's own restarts
+  after that. Targets solved by the first attempt never pay for the sampler, so on them the
+  rule costs what the plain solver costs; on hard targets it replaces the first restarts
+  with a better-informed start. Measured by ``bench/sampler_benchmark.py --hard``
+  (docs/benchmarks/sampler.md).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from pyroki_ros import objectives as obj
 from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, bucket
 from pyroki_ros.sampler.core import IKSampler, _sample, pose_errors, tip_pose
 
-Strategy = Literal["best", "all"]
+Strategy = Literal["best", "all", "fallback"]
 ORIENTATION_WEIGHT = 0.1  # m per rad when ranking pose samples, as objectives.pose weighs them
 
 
@@ -142,6 +150,7 @@ def seeded_solve(
     strategy: Strategy = "best",
     seed: int = 0,
     temperature: float = 1.0,
+    start=None,
     **options,
 ) -> IKResult:
     """Solves IK for ``targets`` (*batch, 3 or 7) from sampler seeds; ``options`` as for
@@ -149,17 +158,29 @@ def seeded_solve(
 
     With ``strategy="all"``, ``max_iterations`` defaults to ``iterations_per_restart`` (one
     attempt per sample) and ``iterations`` counts the iterations of all K attempts.
+
+    With ``strategy="fallback"``, ``start`` ((*batch, n_all) or (n_all,), default the
+    solver's default seed) is the first attempt's start, and the value of the joints the
+    samples do not set (outside the chain or inactive); ``max_iterations`` and ``timeout``
+    cover both stages, ``iterations`` counts both; ``max_deviation`` is refused (its box is
+    centred on the seed). ``start`` is refused by the other strategies.
     """
     if solver.robot.joint_names != sampler.robot.joint_names:
         raise ValueError("the solver and the sampler are for different robots")
     targets = np.asarray(targets, np.float64)
-    start = time.perf_counter()
+    begin = time.perf_counter()
+    if strategy == "fallback":
+        return _fallback_solve(
+            solver, sampler, targets, k, seed, temperature, start, begin, options
+        )
+    if start is not None:
+        raise ValueError("start is only used by strategy='fallback'")
     if strategy == "best":
         seeds, _ = best_samples(sampler, targets, k, seed=seed, temperature=temperature)
         result = solver.solve(objective_for(sampler, targets), seed=seeds, **options)
-        return dataclasses.replace(result, solve_seconds=time.perf_counter() - start)
+        return dataclasses.replace(result, solve_seconds=time.perf_counter() - begin)
     if strategy != "all":
-        raise ValueError(f"strategy must be 'best' or 'all', got '{strategy}'")
+        raise ValueError(f"strategy must be 'best', 'all' or 'fallback', got '{strategy}'")
     seeds = sampler.sample(targets, k, seed=seed, temperature=temperature)  # (*batch, k, n)
     options.setdefault(
         "max_iterations", options.get("iterations_per_restart", DEFAULT_ITERATIONS_PER_RESTART)
@@ -176,6 +197,93 @@ def seeded_solve(
         position_error=row(every.position_error),
         orientation_error=row(every.orientation_error),
         iterations=every.iterations.sum(-1),
-        solve_seconds=time.perf_counter() - start,
+        solve_seconds=time.perf_counter() - begin,
         cost=scalar(every.cost),
     )
+
+
+def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin, options):
+    """``strategy="fallback"`` of :func:`seeded_solve`: one attempt from ``start``; the best
+    of ``k`` samples for the targets it leaves unsolved, with the rest of the budget."""
+    options = dict(options)
+    if options.get("max_deviation") is not None:
+        # A box centred on the seed: the sampler's seed would move it.
+        raise ValueError("strategy='fallback' does not take max_deviation (solve-nearby)")
+    timeout = float(options.pop("timeout", 0.0))
+    per_attempt = options.get("iterations_per_restart", DEFAULT_ITERATIONS_PER_RESTART)
+    first_options = dict(options, max_iterations=per_attempt)
+    if "max_iterations" in options:
+        first_options["max_iterations"] = min(per_attempt, options["max_iterations"])
+    objective = objective_for(sampler, targets)
+    first = solver.solve(objective, seed=start, **first_options)
+    # The plain solver's whole call when the first attempt solves everything (the common
+    # case): no sampler call, no second dispatch.
+    if np.all(first.success):
+        return dataclasses.replace(first, solve_seconds=time.perf_counter() - begin)
+    checked = {k_: v for k_, v in options.items() if k_ != "feasible"}
+    budget = solver.settings(**checked).max_iterations - int(first_options["max_iterations"])
+    left = timeout - (time.perf_counter() - begin) if timeout > 0 else 0.0
+    if budget <= 0 or (timeout > 0 and left <= 0):
+        return dataclasses.replace(
+            first, solve_seconds=time.perf_counter() - begin, timed_out=timeout > 0 and budget > 0
+        )
+    n = solver.robot.n_joints
+    # The sample's chain joints; every other joint (and an inactive chain joint, which the
+    # solve must not move) as the first attempt left it (an inactive joint: at ``start``).
+    active = _active_mask(solver, options, n)
+    moved = [j for j in sampler.spec.chain if active[j]]
+    second_options = dict(options, max_iterations=budget, timeout=left)
+    batch = first.success.shape
+    if batch == ():  # one target (the node's case): no batch bookkeeping
+        sample, _ = best_samples(sampler, targets, k, seed=seed, temperature=temperature)
+        q0 = np.array(first.q, np.float64)
+        q0[moved] = sample[moved]
+        second = solver.solve(objective, seed=q0, **second_options)
+        # The second stage's answer unless it failed with a higher cost than the first's.
+        result = second if second.success or second.cost <= first.cost else first
+        return dataclasses.replace(
+            result,
+            iterations=first.iterations + second.iterations,
+            solve_seconds=time.perf_counter() - begin,
+            timed_out=second.timed_out,
+        )
+    # (a batch of starts for one target is a batch of problems too)
+    flat_targets = np.broadcast_to(targets, (*batch, targets.shape[-1])).reshape(
+        -1, targets.shape[-1]
+    )
+    flat = lambda x: np.asarray(x).reshape(len(flat_targets), -1)
+    q, success = flat(first.q).copy(), flat(first.success)[:, 0].copy()
+    pos, rot = flat(first.position_error).copy(), flat(first.orientation_error).copy()
+    iterations = flat(first.iterations)[:, 0].copy()
+    cost = flat(first.cost)[:, 0].copy()
+    hard = np.flatnonzero(~success)
+    samples, _ = best_samples(sampler, flat_targets[hard], k, seed=seed, temperature=temperature)
+    seeds = q[hard].copy()
+    seeds[:, moved] = samples[:, moved]
+    second = solver.solve(objective_for(sampler, flat_targets[hard]), seed=seeds, **second_options)
+    better = second.success | (second.cost <= cost[hard])
+    take = hard[better]
+    q[take] = second.q[better]
+    pos[take], rot[take] = second.position_error[better], second.orientation_error[better]
+    success[take], cost[take] = second.success[better], second.cost[better]
+    iterations[hard] += second.iterations
+    return IKResult(
+        q=q.reshape(*batch, n),
+        success=success.reshape(batch),
+        position_error=pos.reshape(*batch, -1),
+        orientation_error=rot.reshape(*batch, -1),
+        iterations=iterations.reshape(batch),
+        solve_seconds=time.perf_counter() - begin,
+        cost=cost.reshape(batch),
+        timed_out=second.timed_out,
+    )
+
+
+def _active_mask(solver: IKSolver, options: dict, n: int) -> np.ndarray:
+    """(n,) True where the solve may move a joint (``active_joints``; default all)."""
+    names = options.get("active_joints")
+    if names is None:
+        return np.ones(n, bool)
+    mask = np.zeros(n, bool)
+    mask[[solver.robot.joint_index(name) for name in names]] = True
+    return mask

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,6 +149,9 @@ class Viewer:
     def close(self) -> None:
         self._stop.set()
         self._playing.set()  # wake the player so that it ends
+        # Joined before the server stops and the interpreter exits: a daemon thread still
+        # inside XLA at exit aborts the process ("FATAL: exception not rethrown").
+        self._player.join(timeout=5.0)
         self.server.stop()
 
     # --- the robot ------------------------------------------------------------------------------
@@ -353,7 +355,8 @@ class Viewer:
             if plan is None or index >= len(plan) - 1:
                 self.pause()
                 continue
-            time.sleep(max(float(times[index + 1] - times[index]), 1e-3))
+            if self._stop.wait(max(float(times[index + 1] - times[index]), 1e-3)):
+                return
             with self._lock:
                 if self._playing.is_set() and self._plan is plan:
                     self._slider.value = index + 1  # on_update draws it
