@@ -236,8 +236,9 @@ def retarget(
             if result is not None:
                 # A chunk gets the iterations that fit in the time left at the last measured
                 # pace (a 4,096-step iteration takes ~70 ms here: 5 would overrun the budget).
-                left = timeout - (time.perf_counter() - budget_start)
-                pace = planner.seconds_per_iteration.get(t_count)
+                # One iteration's time is kept for the path's FK and errors after the loop.
+                pace = planner.seconds_per_iteration.get(t_count) or 0.0
+                left = timeout - (time.perf_counter() - budget_start) - pace
                 chunk = min(chunk, int(left // pace)) if pace else chunk
                 if left <= 0 or chunk < 1:
                     result = dataclasses.replace(
