@@ -163,7 +163,7 @@ def hard_targets(sampler: IKSampler, solver: IKSolver, n: int, pool: int, start:
     if start == "random":
         starts = np.asarray(robot.random_configurations(jax.random.PRNGKey(7), (pool,)), float)
     else:
-        starts = np.tile(np.asarray(robot.limits.bounds, float).reshape(-1, 2).mean(1), (pool, 1))
+        starts = np.tile(robot.limits.center(), (pool, 1))
     active = [robot.joint_names[i] for i in sampler.spec.chain]
     first = solver.solve(
         objective_for(sampler, targets),

@@ -137,14 +137,7 @@ def checked_settings(
     """Checks and gathers the per-call options of :meth:`IKSolver.solve` for ``robot`` and a
     program of ``dtype`` (ValueError / TypeError on a bad one)."""
     n = robot.n_joints
-    active = np.ones(n, bool)
-    if active_joints is not None:
-        active_joints = list(active_joints)
-        if not active_joints:
-            raise ValueError("active_joints is empty: give at least one joint (or None = all)")
-        active[:] = False
-        for name in active_joints:
-            active[robot.joint_index(name)] = True
+    active = robot.active_mask(active_joints)
     deviation = np.full(n, np.inf)
     if max_deviation is not None:
         deviation = np.asarray(max_deviation, np.float64)

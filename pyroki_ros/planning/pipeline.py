@@ -102,7 +102,7 @@ def plan(
         raise ValueError(f"num_steps must be >= 2, got {num_steps}")
     if num_starts is not None and num_starts < 1:
         raise ValueError(f"num_starts must be >= 1, got {num_starts}")
-    active = _active_mask(robot, active_joints)
+    active = robot.active_mask(active_joints)
     t_count = int(num_steps)
     start_clearance = _clearance(planner, start, world, contacts, active)
     if start_clearance < 0:
@@ -223,17 +223,6 @@ def _checked_configuration(robot: Robot, q, what: str) -> np.ndarray:
         names = [robot.joint_names[i] for i in np.flatnonzero(outside)]
         raise ValueError(f"{what} is outside the joint limits at {', '.join(names)}")
     return q
-
-
-def _active_mask(robot: Robot, active_joints: tuple[str, ...] | None) -> np.ndarray:
-    """(n,) bool: the joints that may move (all by default)."""
-    active = np.ones(robot.n_joints, bool)
-    if active_joints is not None:
-        if len(active_joints) == 0:
-            raise ValueError("active_joints is empty: nothing may move")
-        active = np.zeros(robot.n_joints, bool)
-        active[[robot.joint_index(j) for j in active_joints]] = True
-    return active
 
 
 def _clearance(planner: TrajectoryOptimizer, q, world, contacts, active) -> float:

@@ -187,13 +187,8 @@ def retarget(
         )
         for i, link in enumerate(links)
     )
-    active = np.ones(n)
-    if active_joints is not None:
-        active_joints = tuple(active_joints)
-        if not active_joints:
-            raise ValueError("active_joints is empty: nothing may move")
-        active = np.zeros(n)
-        active[[robot.joint_index(j) for j in active_joints]] = 1.0
+    active_joints = None if active_joints is None else tuple(active_joints)
+    active = robot.active_mask(active_joints).astype(np.float64)
     free = np.ones((t_count, n)) * active
     base = Weights()
     weights = dataclasses.replace(
@@ -235,7 +230,7 @@ def retarget(
             chunk = min(RETARGET_CHUNK, max_iterations - iterations)
             if result is not None:
                 # A chunk gets the iterations that fit in the time left at the last measured
-                # pace (a 4,096-step iteration takes ~70 ms here: 5 would overrun the budget).
+                # pace (a long motion's iterations are slow: a fixed 5 overran 2 s budgets).
                 # One iteration's time is kept for the path's FK and errors after the loop.
                 pace = planner.seconds_per_iteration.get(t_count) or 0.0
                 left = timeout - (time.perf_counter() - budget_start) - pace

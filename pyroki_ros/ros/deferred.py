@@ -29,11 +29,10 @@ from typing import Any
 WAITERS_PER_COMPILE = 64
 # A budget that runs out while its program compiles is answered this much early: a tenth of
 # the budget, at most ANSWER_MARGIN_S. The caller's clock also counts what the node's does
-# not: its request's serialisation, transfer and deserialisation before the callback starts
-# (~40 ms for a 4,096-step retarget here) and the answer's way back (~10-20 ms). Answered at
-# the budget exactly, a 2 s retarget compile reached the caller after 2.02-2.15 s, a 0.1 s
-# solve_ik after 0.104-0.107 s (bench/hostile_input.py). The compile goes on either way; a
-# compile still running then could not also solve within the budget.
+# not: its request's serialisation, transfer and deserialisation before the callback starts,
+# and the answer's way back. Answered at the budget exactly, a 2 s retarget compile reached
+# the caller after 2.02-2.15 s (bench/hostile_input.py, case 2g). The compile goes on either
+# way; a compile still running then could not also solve within the budget.
 ANSWER_MARGIN = 0.1
 ANSWER_MARGIN_S = 0.1
 

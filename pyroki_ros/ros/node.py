@@ -105,15 +105,12 @@ GIL_SWITCH_INTERVAL = 0.0005
 
 # The garbage collector's thresholds (gc.set_threshold): the young generations as Python's
 # default, a full (generation-2) collection only after 1,000 generation-1 ones instead of 10.
-# A full collection holds the GIL throughout and scans every object not frozen. While a
+# A full collection holds the GIL throughout and scans every object not frozen; while a
 # compile on a background thread (a new IK objective combination, the planner warm-up, a
-# retarget length) grew the heap they came every few hundred ms, took 60-180 ms each and
-# found at most 30 objects of garbage (timed with gc.callbacks in the node), and a compute_fk
-# waited for them: 100-200 ms during those cases of bench/hostile_input.py, under 50 ms with
-# these thresholds (docs/benchmarks/hostile_input.md). Tracing makes ~16 generation-1
-# collections a second here: a full one at most about once a minute of nonstop compiling
-# (cyclic garbage that reached the oldest generation waits for it). Young collections stay
-# under ~5 ms.
+# retarget length) grows the heap, they came every few hundred ms and a compute_fk waited for
+# each. bench/hostile_input.py: compute_fk max 51-175 ms (docs/benchmarks/hostile_input.md
+# at 4630b9d) during its compile-heavy cases with the defaults, under 50 ms with these. Cyclic
+# garbage that reached the oldest generation waits longer for its collection.
 GC_THRESHOLDS = (700, 10, 1000)
 
 GOAL_QOS = QoSProfile(

@@ -230,23 +230,10 @@ def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin
     n = solver.robot.n_joints
     # The sample's chain joints; every other joint (and an inactive chain joint, which the
     # solve must not move) as the first attempt left it (an inactive joint: at ``start``).
-    active = _active_mask(solver, options, n)
+    active = solver.robot.active_mask(options.get("active_joints"))
     moved = [j for j in sampler.spec.chain if active[j]]
     second_options = dict(options, max_iterations=budget, timeout=left)
-    batch = first.success.shape
-    if batch == ():  # one target (the node's case): no batch bookkeeping
-        sample, _ = best_samples(sampler, targets, k, seed=seed, temperature=temperature)
-        q0 = np.array(first.q, np.float64)
-        q0[moved] = sample[moved]
-        second = solver.solve(objective, seed=q0, **second_options)
-        # The second stage's answer unless it failed with a higher cost than the first's.
-        result = second if second.success or second.cost <= first.cost else first
-        return dataclasses.replace(
-            result,
-            iterations=first.iterations + second.iterations,
-            solve_seconds=time.perf_counter() - begin,
-            timed_out=second.timed_out,
-        )
+    batch = first.success.shape  # () for one target: one row below
     # (a batch of starts for one target is a batch of problems too)
     flat_targets = np.broadcast_to(targets, (*batch, targets.shape[-1])).reshape(
         -1, targets.shape[-1]
@@ -277,13 +264,3 @@ def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin
         cost=cost.reshape(batch),
         timed_out=second.timed_out,
     )
-
-
-def _active_mask(solver: IKSolver, options: dict, n: int) -> np.ndarray:
-    """(n,) True where the solve may move a joint (``active_joints``; default all)."""
-    names = options.get("active_joints")
-    if names is None:
-        return np.ones(n, bool)
-    mask = np.zeros(n, bool)
-    mask[[solver.robot.joint_index(name) for name in names]] = True
-    return mask
