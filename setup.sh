@@ -222,8 +222,9 @@ fi
 # launch_ros' Node(package=, executable=) and get_package_share_directory() search each prefix
 # of AMENT_PREFIX_PATH for share/ament_index/resource_index/packages/<pkg>,
 # share/<pkg>/{package.xml,launch,config} and lib/<pkg>/<executable>, as colcon installs them
-# (CMakeLists.txt). The marker and package.xml come from step 3 (ament_package); launch/ and
-# config/ are links to this checkout (edits count at once, like the editable install); the
+# (CMakeLists.txt). The marker and package.xml come from step 3 (ament_package); the files of
+# launch/ and config/ are links to this checkout's (edits count at once, like the editable
+# install; a new file there needs ./setup.sh again); the
 # node's executable is its console script. Cheap, so redone on every run.
 SHARE="$VENV/share/pyroki_ros"
 MARKER="$VENV/share/ament_index/resource_index/packages/pyroki_ros"
@@ -231,8 +232,12 @@ mkdir -p "$SHARE" "$(dirname "$MARKER")" "$VENV/lib/pyroki_ros"
 [ -e "$MARKER" ] || : >"$MARKER"
 [ -f "$SHARE/package.xml" ] || cp package.xml "$SHARE/package.xml"
 for dir in launch config; do
-  if [ -e "$SHARE/$dir" ] && [ ! -L "$SHARE/$dir" ]; then rm -rf "${SHARE:?}/$dir"; fi
-  ln -sfn "$ROOT/$dir" "$SHARE/$dir"
+  # Real folders of per-file links: `ros2 launch <pkg> <file>` finds the file with os.walk,
+  # which does not enter a linked folder (an older set-up linked the whole folder).
+  if [ -L "$SHARE/$dir" ]; then rm -f "$SHARE/$dir"; fi
+  mkdir -p "$SHARE/$dir"
+  find "$SHARE/$dir" -maxdepth 1 -type l -delete
+  for file in "$ROOT/$dir"/*; do ln -sfn "$file" "$SHARE/$dir/"; done
 done
 ln -sfn ../../bin/pyroki_ros_node "$VENV/lib/pyroki_ros/pyroki_ros_node"
 # Every Python of the venv (console scripts, launch) sees the venv on AMENT_PREFIX_PATH without

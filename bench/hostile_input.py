@@ -13,12 +13,14 @@ Usage (repository root)::
 
     .venv/bin/python bench/hostile_input.py                # full size, writes the doc
     .venv/bin/python bench/hostile_input.py --quick --out /tmp/hostile.md
+    .venv/bin/python bench/hostile_input.py --cases raw --repeats 0   # raw CDR only, printed
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import math
 import os
 import shlex
@@ -33,6 +35,7 @@ from common import REPO, git_rev, host, loadavg
 
 import numpy as np
 from node_benchmark import log
+from raw_cdr import collision_object_cdr, goal_cdr, joint_state_cdr, string_cdr
 
 GOAL_ANSWER_S = 2.0
 GOAL_FK_MS = 50.0
@@ -40,6 +43,9 @@ GOAL_RSS_MIB = 2048.0
 GOAL_EXIT_S = 2.0
 # The code recorded when the client cannot even serialise a request past an interface bound.
 INTERFACE_BOUND = "interface bound (client side)"
+# A raw topic message (no answer): the node logged its refusal, or nothing within the wait.
+RAW_REFUSED = "refused (node log)"
+RAW_NOT_SEEN = "not seen (no log line)"
 
 
 class Sampler:
@@ -220,6 +226,10 @@ class Bench:
         # "cannot publish data".
         refused = ("Failed to serialize", "cannot publish data")
         code = INTERFACE_BOUND if any(text in note for text in refused) else "-"
+        if note.startswith("delivered, refused"):  # a raw topic message (raw_cases)
+            code = RAW_REFUSED
+        elif note.startswith("no '"):
+            code = RAW_NOT_SEEN
         message = note
         if response is not None:
             code = codes.get(response.error_code.val, str(response.error_code.val))
@@ -266,6 +276,36 @@ class Bench:
     # --- the cases -------------------------------------------------------------------------
 
     def run(self) -> None:
+        from pyroki_ros.srv import SolveIK
+
+        log("starting the node (config/panda.yaml, default limits)")
+        t = time.monotonic()
+        self.env = self.start("hostile_bench")
+        log(f"ready in {time.monotonic() - t:.1f} s")
+        self.sampler = Sampler(self.env.node.pid)
+        self.prober = Prober(self.env, (self.state + 0.05 * self.arm).tolist())
+        deadline = time.monotonic() + 60
+        while len(self.prober.between(0.0, math.inf)) < 10 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the probe process is up and answered
+        self.case("idle (reference)", lambda: (None, 0.0, "no request"), ("-",))
+
+        if "report" in self.args.cases:
+            self.report_cases()
+        if "raw" in self.args.cases:
+            self.raw_cases()
+
+        self.prober.stop()
+        self.hwm_mib = self.sampler.read("VmHWM:") / 1024
+        self.sampler.stop()
+        self.exits.append(("after all cases", self.sigterm(self.env)))
+        for i in range(self.args.repeats):
+            env = self.start(f"hostile_exit{i}")
+            response = env.call(SolveIK, "solve_ik", SolveIK.Request(objectives=[self.objective()]))
+            log(f"   fresh node {i}: solve_ik success={response.success}")
+            self.exits.append((f"fresh node + 1 solve_ik ({i + 1})", self.sigterm(env)))
+
+    def report_cases(self) -> None:
+        """The hostile-client report's cases (issue 17), at full size."""
         from geometry_msgs.msg import Point, PoseStamped
         from pyroki_ros.msg import IKObjective, Keypoints
         from pyroki_ros.srv import (
@@ -280,17 +320,6 @@ class Bench:
         from shape_msgs.msg import SolidPrimitive
 
         rng = np.random.default_rng(0)
-        log("starting the node (config/panda.yaml, default limits)")
-        t = time.monotonic()
-        self.env = self.start("hostile_bench")
-        log(f"ready in {time.monotonic() - t:.1f} s")
-        self.sampler = Sampler(self.env.node.pid)
-        self.prober = Prober(self.env, (self.state + 0.05 * self.arm).tolist())
-        deadline = time.monotonic() + 60
-        while len(self.prober.between(0.0, math.inf)) < 10 and time.monotonic() < deadline:
-            time.sleep(0.2)  # the probe process is up and answered
-        self.case("idle (reference)", lambda: (None, 0.0, "no request"), ("-",))
-
         names = [f"j{i % self.n(50_000)}" for i in range(self.n(60_000))]
         big = JointState(name=names, position=[0.0] * len(names))
 
@@ -466,15 +495,120 @@ class Bench:
                     ("SUCCESS", "PLANNING_FAILED", "TIMEOUT"),
                 )
 
-        self.prober.stop()
-        self.hwm_mib = self.sampler.read("VmHWM:") / 1024
-        self.sampler.stop()
-        self.exits.append(("after all cases", self.sigterm(self.env)))
-        for i in range(self.args.repeats):
-            env = self.start(f"hostile_exit{i}")
-            response = env.call(SolveIK, "solve_ik", SolveIK.Request(objectives=[self.objective()]))
-            log(f"   fresh node {i}: solve_ik success={response.success}")
-            self.exits.append((f"fresh node + 1 solve_ik ({i + 1})", self.sigterm(env)))
+    def serves(self) -> str:
+        """A good solve_ik whose answer the reference FK checks: a note for the case's row."""
+        from pyroki_ros.srv import SolveIK
+
+        request = SolveIK.Request(
+            objectives=[self.objective()], seed=self.joint_state(self.state + 0.1 * self.arm)
+        )
+        response, _ = self.timed(SolveIK, "solve_ik", request, timeout=60)
+        if not response.success:
+            return f"then solve_ik FAILED: {response.message[:60]}"
+        got = self.fk(np.asarray(response.solution.position))["panda_hand"]
+        p_err, _ = self.ref.pose_errors(self.fk(self.state)["panda_hand"], got)
+        return f"then solve_ik ok ({p_err * 1e3:.2f} mm by the reference FK)"
+
+    def publish_raw(self, msg_type, topic: str, raw: bytes, qos, refusal: str, wait: float):
+        """Publishes ``raw`` (serialised CDR) on ``topic`` and waits up to ``wait`` s for the
+        node's log to gain a line containing ``refusal``; returns ``(None, seconds, note)``:
+        the seconds from the publish call to that log line (or to giving up)."""
+        pub = self.env.session.node.create_publisher(msg_type, topic, qos)
+        deadline = time.monotonic() + 30
+        while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen = len(self.env.node.log())
+        start = time.monotonic()
+        pub.publish(raw)
+        published = time.monotonic() - start
+        line = None
+        while line is None and time.monotonic() < start + wait:
+            new = self.env.node.log()[seen:]
+            line = next((x for x in new.splitlines() if refusal in x), None)
+            if line is None:
+                time.sleep(0.01)
+        seconds = time.monotonic() - start
+        self.env.session.node.destroy_publisher(pub)
+        alive = self.env.node.alive()
+        if line is not None:
+            text = line.split("]: ", 1)[-1][:110]
+            note = f"delivered, refused by the node: {text}"
+        else:
+            note = f"no '{refusal}' in the node log after {wait:.0f} s (dropped?)"
+        note += f"; {len(raw) / 1e6:.1f} MB, publish() {published:.3f} s"
+        note += "; " + (self.serves() if alive else "NODE GONE")
+        return None, seconds, note
+
+    def raw_cases(self) -> None:
+        """Messages past the interfaces' bounds, or huge, sent as raw CDR bytes (what a client
+        that bypasses rclpy can send): does the typesupport drop them, and if it delivers them,
+        does deserialising stall ~/compute_fk or grow the node's memory?"""
+        from node_helpers import LATCHED
+        from pyroki_ros.msg import CollisionObject, MultiLinkGoal
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import String
+
+        mb = self.args.raw_mb
+        reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+        objective = self.objective()
+        cases = [
+            (
+                "6a ~/goal raw CDR, 65 objectives (bound 64)",
+                MultiLinkGoal, "~/goal", goal_cdr(objective, 65), "max_objectives",
+            ),
+            (
+                "6b ~/collision_objects raw CDR, sphere with 4 dimensions (bound 3)",
+                CollisionObject, "~/collision_objects", collision_object_cdr([0.1] * 4),
+                "collision object refused",
+            ),
+        ]  # fmt: skip
+        n_goal = int(mb * 1e6 / 192)  # bytes per objective after the first
+        n_names = int(mb * 1e6 / 16)
+        n_positions = int(mb * 1e6 / 8)
+        cases += [
+            (
+                f"6c ~/goal raw CDR, {n_goal:,} objectives ({mb:g} MB)",
+                MultiLinkGoal, "~/goal", None, "max_objectives",
+            ),
+            (
+                f"6d /joint_states raw CDR, {n_names:,} names ({mb:g} MB)",
+                JointState, "/joint_states", None, "max_names",
+            ),
+            (
+                f"6e /joint_states raw CDR, {n_positions:,} positions ({mb:g} MB)",
+                JointState, "/joint_states", None, "max_names",
+            ),
+        ]  # fmt: skip
+        n_urdf = int(mb * 1e6)
+        cases.append(
+            (
+                f"6f robot_description raw CDR, a {mb:g} MB string",
+                String, "/robot_description", None, "max_urdf_bytes",
+            )
+        )  # fmt: skip
+        builders = {
+            "6f": lambda: string_cdr(b"<robot name='huge'>", n_urdf, b"</robot>"),
+            "6c": lambda: goal_cdr(objective, n_goal),
+            "6d": lambda: joint_state_cdr(names=n_names),
+            "6e": lambda: joint_state_cdr(positions=n_positions),
+        }
+        for name, msg_type, topic, raw, refusal in cases:
+            if not any(name.startswith(c) for c in self.args.raw):
+                continue
+            if topic == "/joint_states":
+                time.sleep(5.5)  # the node's warning about a refused one is throttled to 5 s
+            if raw is None:
+                log(f"   building {name.split(' ', 1)[0]} (not timed)")
+                raw = builders[name[:2]]()
+            node_topic = topic if topic.startswith("/") else f"/pyroki_ros_node/{topic[2:]}"
+            qos = LATCHED if msg_type is String else reliable
+            self.case(
+                name,
+                functools.partial(self.publish_raw, msg_type, node_topic, raw, qos, refusal, 60.0),
+                (RAW_REFUSED,),
+            )
+            raw = None  # a huge one is not kept while the next is built
 
     def sigterm(self, env) -> float:
         start = time.monotonic()
@@ -582,14 +716,39 @@ def main(argv=None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes (a check)")
-    parser.add_argument("--out", type=Path, default=REPO / "docs/benchmarks/hostile_input.md")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the markdown goes (default: docs/benchmarks/hostile_input.md for a run of "
+        "every case; with --cases or --raw selecting fewer, printed only)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="fresh-node SIGTERM repetitions")
     parser.add_argument(
         "--skip-long-retarget",
         action="store_true",
         help="leave out the retarget of max_retarget_steps (4,096) steps",
     )
+    parser.add_argument(
+        "--cases",
+        default="report,raw",
+        help="comma-separated groups: report (the hostile-client report's cases), raw (raw CDR "
+        "messages past the interface bounds, or huge)",
+    )
+    parser.add_argument(
+        "--raw",
+        default="6a,6b,6c,6d,6e,6f",
+        help="which raw cases (their name prefixes, comma-separated)",
+    )
+    parser.add_argument(
+        "--raw-mb", type=float, default=96.0, help="size of the huge raw messages (MB)"
+    )
     args = parser.parse_args(argv)
+    everything = (args.cases, args.raw) == (parser.get_default("cases"), parser.get_default("raw"))
+    args.cases = args.cases.split(",")
+    args.raw = args.raw.split(",")
+    if args.out is None and everything:
+        args.out = REPO / "docs/benchmarks/hostile_input.md"
     command = shlex.join(["python", "bench/hostile_input.py", *(argv or sys.argv[1:])])
     date = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     load_start = loadavg()
@@ -603,9 +762,10 @@ def main(argv=None) -> int:
                 env.close()
     text = markdown(bench, command, date, (load_start, loadavg()), time.monotonic() - t0)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    log(f"wrote {args.out}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        log(f"wrote {args.out}")
     return 0
 
 

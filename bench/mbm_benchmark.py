@@ -9,7 +9,8 @@ Protocol:
   families, made by ``bench/mbm_problems.py`` independently of pyroki_ros);
 * planning, with the public API as a user would: ``Robot.from_urdf`` of the bundled Panda, its
   bundled sphere model, ``TrajectoryOptimizer(robot, spheres).plan(start, [pose("panda_hand",
-  goal)], world=..., num_steps=64, active_joints=<the 7 arm joints>)``, the start padded with
+  goal)], world=..., num_steps=64, active_joints=<the 7 arm joints>, timeout=2.0)`` (the
+  budget: ``--timeout``, 2 s by default, the failure time asked for), the start padded with
   the open fingers; the world: cuboids as boxes, cylinders as cylinders (exact, flat caps; as
   capsules, a cover reaching a radius past each cap, where ``World`` has no cylinder kind),
   the robot's stand included
@@ -66,11 +67,11 @@ class Planner:
     spheres: object
     optimizer: object
     arm: tuple[str, ...]  # active joints
-    plan_options: dict  # extra keywords for plan (none unless the API asks for them)
+    plan_options: dict  # extra keywords for plan: the budget (``timeout``) when given
     notes: tuple[str, ...]  # how the API was used, for the report
 
 
-def make_planner(fine: bool = False) -> Planner:
+def make_planner(fine: bool = False, timeout: float = 0.0) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
@@ -95,7 +96,11 @@ def make_planner(fine: bool = False) -> Planner:
     for name in ("allowed_collisions", "check_fixed_links"):
         if name in params:
             notes.append(f"`{name}` left at its default ({params[name].default!r})")
-    return Planner(robot, spheres, optimizer, arm, {}, tuple(notes))
+    options = {}
+    if timeout > 0 and "timeout" in params:
+        options["timeout"] = timeout
+        notes.append(f"`timeout={timeout:g}` s: the plan's budget (the node's config has one too)")
+    return Planner(robot, spheres, optimizer, arm, options, tuple(notes))
 
 
 def _exact_cylinders() -> bool:
@@ -381,6 +386,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="plan with the bundled fine sphere model (RobotSpheres.embedded(fine=True))",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=2.0,
+        help="the plan's budget, s (default 2: the failure time the issue asks for; 0 = none)",
+    )
     args = parser.parse_args(argv)
     families = args.families.split(",") if args.families else None
     for name in families or ():
@@ -392,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_start = loadavg()
 
-    planner = make_planner(fine=args.fine_spheres)
+    planner = make_planner(fine=args.fine_spheres, timeout=args.timeout)
     first_label, first = chosen[0]
     t0 = time.perf_counter()
     run_problem(planner, first, num_steps=args.steps, drop_stand=args.drop_stand)

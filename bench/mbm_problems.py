@@ -19,8 +19,12 @@ tolerances), turned into configurations by collision-free IK. As in robometrics'
 robot stands on ``cube_robot_stand`` (under ``panda_link0``, which touches it).
 
 Independence: validity (inside the limits, no sphere of robometrics' Franka model but
-``panda_link0``'s inside an obstacle, no self collision) is judged by ``test/mbm_check.py``
-and the IK below is damped least squares over its float64 forward kinematics: nothing of
+``panda_link0``'s inside an obstacle, no self collision) is judged by ``test/mbm_check.py``;
+like MotionBenchMaker, which checks starts and goals with MoveIt against the robot's
+collision meshes, the real collision geometry must also be clear of the scene
+(``test/mbm_mesh.py``: robometrics' spheres leave part of the forearm uncovered, and 8 of the
+70 problems of the set made before this rule had no goal configuration the real Panda could
+take: its forearm 1.3-2 cm inside the cage or shelf). The IK below is damped least squares over its float64 forward kinematics: nothing of
 pyroki_ros is used, and problems are never filtered by whether any planner solves them
 (MotionBenchMaker keeps only problems an OMPL planner solved; that step is not reproduced,
 so a problem may in principle have no collision-free path).
@@ -45,6 +49,7 @@ from pathlib import Path
 import common  # noqa: F401 -- puts test/ (mbm_check, reference_fk) on sys.path
 
 import mbm_check as mc
+import mbm_mesh
 import numpy as np
 import yaml
 from mbm_check import Cuboid, Cylinder
@@ -564,14 +569,25 @@ def distinct(qs: np.ndarray, near: np.ndarray, tol: float = 1e-2) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def valid(q: np.ndarray, scene: mc.Scene) -> np.ndarray:
+    """(B,) bool: valid as the check judges (:func:`mbm_check.configuration_valid`: limits,
+    robometrics' spheres, self collision) and as MotionBenchMaker judges (the real collision
+    geometry clear of the scene: :func:`mbm_mesh.mesh_valid`), for configurations (B, 7)."""
+    q = np.atleast_2d(np.asarray(q, np.float64))
+    ok = mc.configuration_valid(q, scene)
+    if ok.any():
+        ok[ok] = mbm_mesh.mesh_valid(q[ok], scene)
+    return ok
+
+
 def generate_problem(
     family: Family, index: int, seed: int, max_attempts: int = 200
 ) -> tuple[Problem, dict[str, int]]:
     """Problem ``index`` of ``family`` for ``seed`` (its own random stream, so a problem does
     not depend on how many others are made) and why earlier scene draws were dropped
     ({reason: count}). Draws scenes until the start and at least one goal configuration are
-    valid by :func:`mbm_check.configuration_valid` (zero collision buffer, as robometrics'
-    sets)."""
+    :func:`valid` (zero collision buffer, as robometrics' sets; the real geometry as
+    MotionBenchMaker)."""
     family_index = list(FAMILIES).index(family.name)
     rng = np.random.default_rng([seed, family_index, index])
     dropped: dict[str, int] = {}
@@ -581,13 +597,13 @@ def generate_problem(
         scene = mc.Scene(cuboids, cylinders)
         if family.start is None:
             start = READY
-            if not mc.configuration_valid(start, scene)[0]:
+            if not valid(start, scene)[0]:
                 dropped["start in collision"] = dropped.get("start in collision", 0) + 1
                 continue
         else:
             target = query_hand_pose(family, family.start, poses, rng)
             starts = solve_ik(target, rng, extra_seeds=[READY])
-            starts = starts[mc.configuration_valid(starts, scene)]
+            starts = starts[valid(starts, scene)]
             if not len(starts):
                 dropped["no valid start IK"] = dropped.get("no valid start IK", 0) + 1
                 continue
@@ -597,7 +613,7 @@ def generate_problem(
         if not len(goals):
             dropped["goal unreachable"] = dropped.get("goal unreachable", 0) + 1
             continue
-        goals = distinct(goals[mc.configuration_valid(goals, scene)], start)
+        goals = distinct(goals[valid(goals, scene)], start)
         if not len(goals):
             dropped["goal IK in collision"] = dropped.get("goal IK in collision", 0) + 1
             continue
@@ -635,16 +651,16 @@ def generate(
 
 
 def validate(problem: Problem) -> list[str]:
-    """What makes a problem invalid by the independent check (empty when valid): start or
-    first goal configuration outside the limits or in collision, or that configuration not
-    at the goal pose within 1 mm / 1 degree."""
+    """What makes a problem invalid (empty when valid): start or first goal configuration
+    not :func:`valid` (outside the limits, in collision by robometrics' spheres or by the
+    real geometry), or that configuration not at the goal pose within 1 mm / 1 degree."""
     scene = problem.scene
     errors = []
-    if not mc.configuration_valid(problem.start, scene)[0]:
+    if not valid(problem.start, scene)[0]:
         errors.append("start invalid")
     if not len(problem.goal_ik):
         return [*errors, "no goal_ik"]
-    if not mc.configuration_valid(problem.goal_ik[0], scene)[0]:
+    if not valid(problem.goal_ik[0], scene)[0]:
         errors.append("goal_ik[0] invalid")
     p_err, r_err = mc.goal_errors(problem.goal_ik[0], problem.goal_pose)
     if p_err > mc.POSITION_TOLERANCE or r_err > mc.ORIENTATION_TOLERANCE:
@@ -675,7 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         header = (
             f"MotionBenchMaker-style Panda problems made by: {command}\n"
             "(scenes and queries after MotionBenchMaker, Chamzas et al. RA-L 2022; validity by "
-            "test/mbm_check.py; never filtered by any planner)"
+            "test/mbm_check.py and the real collision geometry, test/mbm_mesh.py; never filtered by any "
+            "planner)"
         )
         dump_problems(problems, args.out, header)
         size = args.out.stat().st_size

@@ -182,3 +182,72 @@ def test_a_goal_in_collision_is_refused_and_a_budget_cuts_the_optimisation(panda
     assert not cut.success and cut.reason == TIMED_OUT
     assert "budget" in cut.message and cut.path.shape == unbounded.path.shape
     assert len(tried["cut"]) == 1 and cut.iterations < unbounded.iterations
+
+
+def test_a_lazy_goal_search_offers_the_starts_own_solution_first(panda):
+    """``goals.search(lazy=True)``: the IK solution from the start alone when it is clear,
+    the whole search kept for later (``extended`` puts it after that first goal); when that
+    solution is in collision, the whole search at once. Every goal reaches the pose (reference
+    FK) and is clear (reference sphere distances)."""
+    import jaxlie
+
+    from pyroki_ros import objectives as obj
+    from pyroki_ros.planning import goals
+
+    robot, _, planner, model = panda
+    hand = reference_fk(model.urdf, GOAL)["panda_hand"]
+    target = obj.pose("panda_hand", jaxlie.SE3.from_matrix(hand).wxyz_xyz)
+    moving = robot.active_mask(None)
+
+    def search(world, obstacles):
+        found = goals.search(
+            planner, (target,), START, None, world, ContactRules(), moving,
+            np.random.default_rng(0), t_count=16, lazy=True,
+        )  # fmt: skip
+        for q in found.configurations:
+            reached = reference_fk(model.urdf, q)["panda_hand"]
+            assert np.linalg.norm(reached[:3, 3] - hand[:3, 3]) < 1e-3
+            if obstacles:
+                c = cref.sphere_centers(model.urdf, model.links, model.centers, q)
+                assert cref.world_distances(c, model.radii, obstacles).min() >= -1e-6
+        return found
+
+    first = search(None, {})
+    assert len(first.configurations) == 1 and first.more is not None
+    more = goals.extended(first)
+    assert more.more is None and 1 < len(more.configurations) <= goals.KEEP
+    np.testing.assert_array_equal(more.configurations[0], first.configurations[0])
+
+    # A ball on the first solution's elbow: that solution collides, the whole search answers.
+    elbow = reference_fk(model.urdf, first.configurations[0])["panda_link4"][:3, 3]
+    ball = {"sphere_centers": [elbow], "sphere_radii": [0.06]}
+    blocked = search(World.create(**ball), ball)
+    assert blocked.more is None and len(blocked.configurations) >= 1
+    assert np.abs(blocked.configurations - first.configurations[0]).max() > goals.DISTINCT
+
+
+def test_the_plan_budget_bounds_the_goal_search(panda):
+    """A pose goal whose every IK solution encloses a post with the (held) fingers: the goal
+    search pushes its clearest solutions, fails, and answers GOAL_IN_COLLISION; with a budget
+    spent before the pushes, the same answer sooner, saying the pushes were cut short."""
+    import jaxlie
+
+    from pyroki_ros import objectives as obj
+
+    robot, _, planner, model = panda
+    hand = reference_fk(model.urdf, GOAL)["panda_hand"]
+    between_fingers = hand[:3, :3] @ [0, 0, 0.1] + hand[:3, 3]
+    world = World.create(sphere_centers=[between_fingers], sphere_radii=[0.03], names=["post"])
+    goal = [obj.pose("panda_hand", jaxlie.SE3.from_matrix(hand).wxyz_xyz)]
+    arm = tuple(robot.joint_names[:7])
+    plan = lambda **budget: planner.plan(
+        START, goal, world=world, num_steps=16, sampling_budget=0.0, active_joints=arm,
+        **budget,
+    )  # fmt: skip
+    for _ in range(2):  # the first compiles
+        full = plan()
+    assert full.reason == GOAL_IN_COLLISION and "post" in full.message
+    assert "cut short" not in full.message
+    cut = plan(timeout=1e-3)
+    assert cut.reason == GOAL_IN_COLLISION and "cut short" in cut.message
+    assert cut.solve_seconds < full.solve_seconds

@@ -21,6 +21,7 @@ pytest.importorskip("rclpy", reason="ROS 2 (rclpy) not installed: run ./setup.sh
 import reference_fk as ref
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, PoseStamped
+from harness import wait_until
 from node_helpers import (
     JOINTS,
     LOWER,
@@ -33,8 +34,9 @@ from node_helpers import (
     publish_robot,
     start_node,
 )
-from pyroki_ros.msg import ErrorCode, IKObjective, Keypoints
+from pyroki_ros.msg import CollisionObject, ErrorCode, IKObjective, Keypoints
 from pyroki_ros.srv import ComputeFK, PlanTrajectory, RetargetMotion, SolveIK, SolveIKBatch
+from raw_cdr import collision_object_cdr, goal_cdr, joint_state_cdr, string_cdr
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 from shape_msgs.msg import SolidPrimitive
@@ -49,6 +51,7 @@ LIMITS = (
     "max_trajectory_steps:=256",
     "max_urdf_links:=40",
     "max_batch_targets:=50000",
+    "max_urdf_bytes:=200000",
 )
 # A good request must be answered within this while something else runs. The issue's goal is
 # 50 ms on an idle machine; CI machines are shared, so the test allows a margin, and the
@@ -450,6 +453,86 @@ def test_a_urdf_over_the_link_limit_is_refused_and_the_model_kept(node):
     assert "max_urdf_links" in node.node.log()
     publisher.publish(String(data=URDF))  # the latched description is the Panda again
     node.session.node.destroy_publisher(publisher)
+    assert_serving(node)
+
+
+# --- raw CDR: past the interfaces' bounds, or huge, from a client that bypasses rclpy ---------
+
+
+# bounded.py's warning for a message over its topic's budget (the limit it follows from).
+DROPPED = "(%s, a node parameter); dropped unread"
+
+
+def log_gains(node, text: str, seen: int, wait: float) -> bool:
+    """Whether the node's log gains a line containing ``text`` after its first ``seen``
+    characters, within ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if text in node.node.log()[seen:]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def publish_raw(node, msg_type, topic: str, raw: bytes, expected: str) -> None:
+    """Publishes the serialised ``raw`` on ``topic`` and asserts that the node logs
+    ``expected`` (published twice at most: a topic's refusal warnings are throttled to one per
+    5 s, and another test may just have had one), serving on meanwhile."""
+    from node_helpers import LATCHED
+
+    qos = LATCHED if msg_type is String else QoSProfile(depth=1)
+    publisher = node.session.node.create_publisher(msg_type, topic, qos)
+    wait_until(lambda: publisher.get_subscription_count() > 0, 30.0, what=f"{topic} matched")
+    try:
+        for _ in range(2):
+            seen = len(node.node.log())
+            publisher.publish(raw)
+            assert good_fk_seconds(node) < GOOD_ANSWER_S
+            if log_gains(node, expected, seen, 6.0):
+                return
+        pytest.fail(f"no '{expected}' in the node's log after {topic}: {node.node.log()[-2000:]}")
+    finally:
+        node.session.node.destroy_publisher(publisher)
+
+
+def test_raw_messages_over_a_topics_byte_budget_are_dropped_unread(node):
+    """Fast DDS delivers any sequence length a raw client sends; the node weighs each message
+    before rclpy converts it and drops one larger than its topic's budget (derived from the
+    size limits), naming the limit; everything else is served meanwhile, the model kept."""
+    from pyroki_ros.msg import MultiLinkGoal
+
+    goal = "/pyroki_ros_node/goal"
+    publish_raw(
+        node,
+        JointState,
+        "/joint_states",
+        joint_state_cdr(names=200_000),
+        DROPPED % "max_names = 1024",
+    )
+    publish_raw(
+        node,
+        MultiLinkGoal,
+        goal,
+        goal_cdr(hand_objective(), 3_000),
+        DROPPED % "max_objectives = 16",
+    )
+    huge_urdf = string_cdr(b"<robot name='huge'>", 2_000_000, b"</robot>")
+    publish_raw(node, String, "/robot_description", huge_urdf, DROPPED % "max_urdf_bytes = 200000")
+    response = node.call(ComputeFK, "compute_fk", ComputeFK.Request(robot_state=joint_state(STATE)))
+    assert "panda_hand" in response.link_names  # still the Panda
+    assert_serving(node)
+
+
+def test_raw_messages_past_an_interface_bound_are_refused_by_the_node(node):
+    """Under the byte budget but past an interface's bound (65 objectives where the goal
+    allows 64; a sphere of 4 dimensions where 3 are allowed): the node's own checks refuse
+    them, with the limit named."""
+    from pyroki_ros.msg import MultiLinkGoal
+
+    goal = "/pyroki_ros_node/goal"
+    publish_raw(node, MultiLinkGoal, goal, goal_cdr(hand_objective(), 65), "max_objectives")
+    topic = "/pyroki_ros_node/collision_objects"
+    publish_raw(node, CollisionObject, topic, collision_object_cdr([0.1] * 4), "dimensions")
     assert_serving(node)
 
 

@@ -245,6 +245,10 @@ def test_venv_is_an_ament_prefix():
     assert (share / "package.xml").read_text() == (REPO / "package.xml").read_text()
     for rel in ("launch/pyroki_ros.launch.py", "config/panda.yaml", "config/ur5.yaml"):
         assert (share / rel).read_text() == (REPO / rel).read_text(), rel  # this checkout's
+    # `ros2 launch pyroki_ros pyroki_ros.launch.py` finds the file by os.walk over the share
+    # folder (ros2launch), which does not enter linked folders.
+    walked = {name for _, _, names in os.walk(share) for name in names}
+    assert {"pyroki_ros.launch.py", "panda.yaml", "ur5.yaml"} <= walked
     # launch_ros' Node(package=, executable=): <prefix>/lib/<package>/<executable>
     executable = venv / "lib" / "pyroki_ros" / "pyroki_ros_node"
     assert executable.is_file() and os.access(executable, os.X_OK)

@@ -182,7 +182,7 @@ class RobotSpheres:
         ``tools/fit_collision_spheres.py`` (Panda: 118, centred inside, each reaching past
         the mesh by at most the bound the tool prints): grasps in clutter that the default set
         sees as collisions become feasible, but plans cost more, mostly in the self-collision
-        pairs (MotionBenchMaker median 201 ms default vs 436 ms fine:
+        pairs (MotionBenchMaker median 132 ms default vs 311 ms fine:
         docs/benchmarks/mbm.md and mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path

@@ -5,7 +5,10 @@ gives many solutions of the goal; those clear of obstacles and of the joint limi
 distinct, nearest to the start first. When none is, the plan can stop at once and say why:
 GOAL_UNREACHABLE (no seed reached the goal within tolerance) or GOAL_IN_COLLISION (every
 solution collides; the message names the deepest contact of the clearest one), instead of
-optimising paths towards a goal no path can reach. The same rule as every other check
+optimising paths towards a goal no path can reach. A plan that tries one start path at a
+time asks for the search lazily (``lazy``): the IK solution from the start alone first
+(:data:`FIRST_SEEDS`), the batched solve only when that one is not usable or the plan needs
+more goals. The same rule as every other check
 (:func:`pyroki_ros.collision.checked_pairs`, the planner's sphere model).
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import jax
@@ -23,6 +27,7 @@ from pyroki_ros import objectives as obj
 from pyroki_ros.planning.problem import GOAL_IN_COLLISION, GOAL_UNREACHABLE, Weights
 
 if TYPE_CHECKING:
+    from pyroki_ros.planning.budget import PlanBudget
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
 SEEDS = 32  # one batched IK solve: the start and 31 random seeds (one compiled program)
@@ -30,6 +35,13 @@ KEEP = 6  # distinct usable goal configurations kept
 DISTINCT = 0.1  # rad: two goals differ when some joint differs by more
 LIMIT_SLACK = 0.02  # rad from the limits of a joint wider than 0.5 rad: such goals first
 REFINE = 2  # clearest colliding solutions pushed clear when none is clear
+# The lazy search's first solve: the start alone (seed 0 of the batched solve). Most plans
+# end at that solution (it is usually the nearest to the start, which the batched solve
+# ranks first) and succeed on their first start path, so the batched solve (32 seeds, padded
+# to the IK's batch bucket, and their clearances) is left until a second goal is needed:
+# bench/ab_trajopt.py, after/before the restructure, 1.24 with it up front (commit c08391c),
+# 1.12 and 1.07 lazily (two runs, 2026-11-26; docs/benchmarks/trajopt.md holds the second).
+FIRST_SEEDS = 1
 # The goal IK solves to this share of the plan's tolerances: the path's last knot is fixed at
 # the answer, and the optimiser's early stop asks the goal to be within 70 % of them
 # (problem.py); an answer between 70 and 100 % kept every plan iterating to its budget
@@ -37,6 +49,7 @@ REFINE = 2  # clearest colliding solutions pushed clear when none is clear
 # goal knot).
 GOAL_IK_SHARE = 0.5
 PUSH_MARGIN = 0.005  # m: the collision costs' reach while pushing a goal clear
+PUSH_ITERATIONS = 60  # LM iterations of one push at most (the optimiser's default)
 # No smoothness and little rest: each knot is the goal configuration alone.
 PUSH_WEIGHTS = Weights(velocity=0.0, acceleration=0.0, jerk=0.0, rest=1e-6)
 
@@ -55,6 +68,8 @@ class GoalSearch:
         position_errors, orientation_errors: (n_objectives,) m and rad of the closest IK
             solution when none reached the goal (GOAL_UNREACHABLE), else zeros.
         clearances: (k,) m, each configuration's clearance (inf without a sphere model).
+        more: with ``lazy``, while only the start's solution was tried: the whole search
+            (every seed), whose goals :func:`extended` adds after these; else None.
     """
 
     configurations: np.ndarray
@@ -65,6 +80,7 @@ class GoalSearch:
     position_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     orientation_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     clearances: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    more: Callable[[], GoalSearch] | None = None
 
 
 def limit_slack(planner: TrajectoryOptimizer, q: np.ndarray) -> np.ndarray:
@@ -102,13 +118,20 @@ def search(
     orientation_tolerance: float = math.radians(1.0),
     seeds: int = SEEDS,
     keep: int = KEEP,
+    lazy: bool = False,
+    budget: PlanBudget | None = None,
 ) -> GoalSearch:
     """Goal configurations of ``objectives`` clear of obstacles and the robot itself: one
     batched IK solve from ``start`` (n,) and ``seeds - 1`` random seeds; those away from the
     joint limits (:func:`limit_slack`) first, each group nearest to the start first. When no
     solution is clear, the REFINE clearest ones are pushed clear by the collision costs
     (:func:`push_clear`, ``t_count``: the plan's knots). The IK solves to GOAL_IK_SHARE of
-    the plan's tolerances (``position_tolerance`` m, ``orientation_tolerance`` rad)."""
+    the plan's tolerances (``position_tolerance`` m, ``orientation_tolerance`` rad).
+
+    ``lazy``: the solution from the start alone (:data:`FIRST_SEEDS`) when it is clear and
+    away from the limits, with the whole search left in ``more``; otherwise the whole
+    search at once. The random seeds are drawn first either way (``rng`` ends in the same
+    state). ``budget``: the plan's (:class:`PlanBudget`), which bounds the pushes."""
     start = np.asarray(start, np.float64)
     limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)
     q0 = rng.uniform(limits.lower, limits.upper, (seeds, len(start)))
@@ -116,13 +139,82 @@ def search(
     if active_joints is not None:  # inactive joints keep the start's value
         fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
         q0[:, fixed] = start[fixed]
-    ik = planner.ik.solve(
+    tolerances = {
+        "position_tolerance": position_tolerance,
+        "orientation_tolerance": orientation_tolerance,
+    }
+
+    def whole() -> GoalSearch:
+        return _search(planner, objectives, start, active_joints, world, contacts, moving, q0,
+                       t_count=t_count, keep=keep, budget=budget, **tolerances)  # fmt: skip
+
+    if lazy and seeds > FIRST_SEEDS:
+        first = _solve(planner, objectives, q0[:FIRST_SEEDS], active_joints, **tolerances)
+        q = np.asarray(first.q, np.float64)[np.asarray(first.success, bool)]
+        clearance = np.full(len(q), np.inf)
+        if len(q) and planner.spheres is not None:
+            clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
+        usable = (clearance >= 0) & limit_slack(planner, q)
+        if usable.any():
+            q, clearance = q[usable], clearance[usable]
+            order = np.argsort(np.linalg.norm(q - start, axis=-1), kind="stable")
+            order = order[distinct(q[order])][:keep]
+            return GoalSearch(
+                q[order], "", "", len(q), FIRST_SEEDS, clearances=clearance[order], more=whole
+            )
+    return whole()
+
+
+def extended(found: GoalSearch) -> GoalSearch:
+    """``found`` (a lazy search's first goals) followed by the distinct goals of the whole
+    search (``found.more()``), up to KEEP; ``found`` itself when the whole search has
+    nothing usable."""
+    if found.more is None:
+        return found
+    whole = found.more()
+    if whole.reason:
+        return dataclasses.replace(found, more=None)
+    q = np.concatenate([found.configurations, whole.configurations])
+    clearance = np.concatenate([found.clearances, whole.clearances])
+    order = distinct(q)[:KEEP]
+    return dataclasses.replace(
+        whole, configurations=q[order], clearances=clearance[order], more=None
+    )
+
+
+def _solve(planner: TrajectoryOptimizer, objectives, q0, active_joints, *,
+           position_tolerance: float, orientation_tolerance: float):  # fmt: skip
+    """The goal IK from the seeds ``q0`` (B, n), to GOAL_IK_SHARE of the plan's tolerances."""
+    return planner.ik.solve(
         objectives,
         seed=q0,
         active_joints=active_joints,
         position_tolerance=GOAL_IK_SHARE * position_tolerance,
         orientation_tolerance=GOAL_IK_SHARE * orientation_tolerance,
     )
+
+
+def _search(
+    planner: TrajectoryOptimizer,
+    objectives: tuple[obj.Objective, ...],
+    start: np.ndarray,
+    active_joints: tuple[str, ...] | None,
+    world: col.World | None,
+    contacts: col.ContactRules,
+    moving: np.ndarray,
+    q0: np.ndarray,
+    *,
+    t_count: int,
+    keep: int,
+    budget: PlanBudget | None,
+    position_tolerance: float,
+    orientation_tolerance: float,
+) -> GoalSearch:
+    """:func:`search` from every seed of ``q0`` (B, n) (row 0: the start)."""
+    seeds = len(q0)
+    ik = _solve(planner, objectives, q0, active_joints,
+                position_tolerance=position_tolerance,
+                orientation_tolerance=orientation_tolerance)  # fmt: skip
     reached = np.asarray(ik.success, bool)
     q = np.asarray(ik.q, np.float64)[reached]
     empty = np.zeros((0, len(start)))
@@ -141,11 +233,19 @@ def search(
         )
     clearance = np.full(len(q), np.inf)
     if planner.spheres is not None:
-        clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
+        # Checked as ``seeds`` rows (the first repeated): one program whatever number of
+        # seeds reached the goal, compiled with the search (a lazy plan's first use of the
+        # whole search would otherwise compile one per power of two of that number).
+        padded = np.concatenate([q, np.repeat(q[:1], seeds - len(q), 0)])
+        clearance = np.asarray(planner.clearances(padded, world, contacts, moving))[: len(q)]
         if not (clearance >= 0).any():
             order = np.argsort(-clearance, kind="stable")[:REFINE]
-            pushed = push_clear(planner, q[order], objectives, world, contacts, moving, t_count)
+            pushed = push_clear(
+                planner, q[order], objectives, world, contacts, moving, t_count, budget
+            )
             if not len(pushed):
+                spent = budget is not None and budget.left() <= 0
+                cut = " (the pushes cut short by the plan's budget)" if spent else ""
                 depth, side_a, side_b = planner.deepest_contact(
                     q[order[0]], world, contacts, moving
                 )
@@ -153,7 +253,7 @@ def search(
                     empty,
                     GOAL_IN_COLLISION,
                     f"every one of {len(q)} IK solutions of the goal collides, also when "
-                    f"pushed clear; in the clearest, {side_a} and {side_b} overlap by "
+                    f"pushed clear{cut}; in the clearest, {side_a} and {side_b} overlap by "
                     f"{-depth * 1e3:.1f} mm",
                     len(q),
                     seeds,
@@ -176,9 +276,11 @@ def push_clear(
     contacts: col.ContactRules,
     moving: np.ndarray,
     t_count: int,
+    budget: PlanBudget | None = None,
 ) -> np.ndarray:
     """(k, n): those of the goal configurations q (B, n) that the optimiser moves clear of
-    obstacles while keeping the goal (IK with the collision costs).
+    obstacles while keeping the goal (IK with the collision costs), each push cut to the
+    iterations ``budget`` (the plan's) leaves, none once it is spent.
 
     Each runs as a "path" of ``t_count`` copies of itself with every knot free, the goal at
     every knot and no smoothness cost: every knot is then the same IK problem, and the plan's
@@ -194,6 +296,8 @@ def push_clear(
     )
     kept = []
     for c in q:
+        if budget is not None and budget.left() <= 0:
+            break
         result = planner.optimize(
             np.repeat(c[None, None], t_count, 1),
             goal,
@@ -202,6 +306,9 @@ def push_clear(
             weights=PUSH_WEIGHTS,
             margin=PUSH_MARGIN,
             contacts=contacts,
+            max_iterations=PUSH_ITERATIONS
+            if budget is None
+            else budget.iterations(t_count, PUSH_ITERATIONS),
         )
         if result.success:
             kept.append(result.path[-1])

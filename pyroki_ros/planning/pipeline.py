@@ -89,7 +89,8 @@ def plan(
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
             the next start path once the first one fails (0: none). Not with waypoints.
         timeout: wall-clock budget (s, 0 = none), checked before each start path,
-            bounding the global step and cutting every optimisation to the LM iterations
+            bounding the global step and cutting every optimisation (also the goal
+            search's pushes of colliding goal configurations) to the LM iterations
             that fit in the time left (at the last measured pace): when it runs out the
             best path so far comes back with ``reason`` TIMED_OUT. Compiling a new problem
             structure (its first plan) cannot be cut and is not counted.
@@ -111,6 +112,11 @@ def plan(
     margin = float(options.get("margin", 0.02))
     goal_objectives = _goal_objectives(goal)
     joint_goal = not goal_objectives
+    # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
+    # success; GPU: all start paths at once.
+    attempts = (num_starts,) if num_starts else planner.start_batches
+    found = None
+    budget = PlanBudget(planner, timeout, clock)  # the goal search's pushes count too
     if joint_goal:
         known = [_joint_goal(robot, goal, start, active)]
         ends = [_clearance(planner, known[0], world, contacts, active)]
@@ -124,6 +130,8 @@ def plan(
             t_count=t_count,
             position_tolerance=options.get("position_tolerance", 1e-3),
             orientation_tolerance=options.get("orientation_tolerance", math.radians(1.0)),
+            lazy=attempts[0] == 1,  # one goal is enough for a first start path alone
+            budget=budget,
         )  # fmt: skip
         if found.reason:
             return dataclasses.replace(
@@ -138,13 +146,13 @@ def plan(
     # pose goal's configurations reach it within the IK's tolerance).
     free = np.ones((t_count, robot.n_joints)) * active
     free[0] = free[-1] = 0.0
-    margin = _end_margin(margin, [start_clearance, *ends])
+    full_margin = margin
+    margin = _end_margin(full_margin, [start_clearance, *ends])
     options["margin"] = margin
     weights = options.pop("weights", Weights())
     options.setdefault("early_stop", EARLY_STOP)
     planned = options.pop("max_iterations", 60)
     objectives = _knot_objectives(goal_objectives, waypoints, t_count)
-    budget = PlanBudget(planner, timeout, clock)
 
     def solve(starts: np.ndarray, **changes) -> PlanResult:
         """One optimisation, cut to the iterations the time left allows."""
@@ -158,13 +166,16 @@ def plan(
             **settings,
         )
 
-    # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
-    # success; GPU: all start paths at once.
-    attempts = (num_starts,) if num_starts else planner.start_batches
     result, used = None, 0
     for count in attempts:
         if result is not None and budget.left() <= 0:
             break
+        if found is not None and found.more is not None and used + count > len(known):
+            # A lazy goal search's first goals are used up: the whole search's join them.
+            found = goal_search.extended(found)
+            known, ends = list(found.configurations), list(found.clearances)
+            margin = _end_margin(full_margin, [start_clearance, *ends])
+            options["margin"] = margin
         starts = np.stack(
             [
                 _initial_path(

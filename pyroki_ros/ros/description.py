@@ -19,6 +19,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
+from pyroki_ros.ros import bounded
+
 # Until a first robot_description arrives, check this often why not (see _check).
 DESCRIPTION_WATCHDOG_SECONDS = 5.0
 DESCRIPTION_QOS = QoSProfile(
@@ -105,8 +107,16 @@ class DescriptionSource:
     # --- the topic -------------------------------------------------------------------------------
 
     def _subscribe(self) -> None:
-        self._subscription = self._worker.create_subscription(
-            String, self.topic, self._on_description, DESCRIPTION_QOS, callback_group=self._group
+        # Over the byte budget that max_urdf_bytes allows: dropped unread (bounded.py).
+        self._subscription = bounded.subscribe(
+            self._worker,
+            String,
+            self.topic,
+            self._on_description,
+            DESCRIPTION_QOS,
+            lambda: bounded.urdf_bytes(self._node.settings.limits),
+            f"robot_description refused: a {self.topic} message",
+            callback_group=self._group,
         )
 
     def _check(self) -> None:

@@ -66,7 +66,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from pyroki_ros.msg import CollisionObject, MultiLinkGoal
-from pyroki_ros.ros import loading, markers, params, planning, requests, responses
+from pyroki_ros.ros import bounded, loading, markers, params, planning, requests, responses
 from pyroki_ros.ros.deferred import CompileQueue, Deferred, allow_deferred, run_after_compile
 from pyroki_ros.ros.description import DescriptionSource
 from pyroki_ros.ros.model import LoadedModel, configure_jax
@@ -173,11 +173,18 @@ class PyrokiRosNode(Node):
     def _wire_request_path(self) -> None:
         """/joint_states, teleop goals, ~/solve_ik and ~/compute_fk on this node's executor."""
         inputs = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(
+        # Every topic through bounded.subscribe: a message over its byte budget is dropped
+        # before rclpy would turn it into Python objects on this thread (a raw 96 MB one held
+        # it for 1-26 s, bounded.py).
+        limits = lambda: self.settings.limits  # read at each message (parameters change)
+        bounded.subscribe(
+            self,
             JointState,
             self.settings.joint_states_topic,
             self._on_joint_state,
             10,
+            lambda: bounded.joint_state_bytes(limits()),
+            f"ignored: a {self.settings.joint_states_topic} message",
             callback_group=inputs,
         )
         self._teleop = Teleop(
@@ -191,8 +198,15 @@ class PyrokiRosNode(Node):
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         for kind, topic in ((PoseStamped, "~/goal_pose"), (MultiLinkGoal, "~/goal")):
-            self.create_subscription(
-                kind, topic, self._teleop.on_goal, GOAL_QOS, callback_group=inputs
+            bounded.subscribe(
+                self,
+                kind,
+                topic,
+                self._teleop.on_goal,
+                GOAL_QOS,
+                lambda: bounded.goal_bytes(limits()),
+                f"teleop goal dropped: a {topic} message",
+                callback_group=inputs,
             )
         self._service_qos = QoSProfile(
             depth=self.get_parameter("service_queue_depth").value,
@@ -247,11 +261,14 @@ class PyrokiRosNode(Node):
         self._retarget_compiles = CompileQueue(
             self.settings.max_pending_compiles, name="pyroki_retarget_compile"
         )
-        worker.create_subscription(
+        bounded.subscribe(
+            worker,
             CollisionObject,
             self.resolve_topic_name("~/collision_objects"),
             self._on_collision_object,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
+            lambda: bounded.collision_object_bytes(self.settings.limits),
+            "collision object refused: a ~/collision_objects message",
             callback_group=scene,
         )
 
