@@ -214,8 +214,7 @@ def main() -> int:
 
     from pyroki_ros import Robot
     from pyroki_ros import objectives as O
-    from pyroki_ros.collision import DEFAULT_CONTACTS, RobotSpheres, World
-    from pyroki_ros.planning import goals
+    from pyroki_ros.collision import RobotSpheres, World
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
     from pyroki_ros.robots import urdf_path
 
@@ -234,13 +233,7 @@ def main() -> int:
         planner = TrajectoryOptimizer(robot, spheres)  # cold: compile counted below
         goal = [O.pose("panda_hand", warm[0].goal_pose)]
         t0 = time.perf_counter()
-        planner.plan(warm[0].start, goal, world=world, num_steps=steps)
-        # The whole goal search (batched IK and its clearances) that a plan asks for only when
-        # its first goal configuration does not do (compiled on first use).
-        goals.search(
-            planner, tuple(goal), warm[0].start, None, world, DEFAULT_CONTACTS,
-            robot.active_mask(None), np.random.default_rng(0), t_count=steps,
-        )  # fmt: skip
+        planner.warm_up(warm[0].start, goal, world=world, num_steps=steps)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
         planner.plan(warm[0].start, goal, world=world, num_steps=steps)

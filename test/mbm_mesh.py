@@ -25,7 +25,7 @@ from pathlib import Path
 
 import mbm_check as mc
 import numpy as np
-from reference_fk import rpy_to_matrix
+from reference_fk import make_transform, rpy_to_matrix
 
 GEOMETRY = mc.DATA / "panda_collision"
 URDF_PATH = GEOMETRY / "panda.urdf"
@@ -69,12 +69,11 @@ def surface_points(triangles: np.ndarray, spacing: float = SPACING) -> np.ndarra
 
 
 def _origin(element) -> np.ndarray:
+    """The 4x4 ``<origin>`` of a URDF element (identity without one)."""
     origin = element.find("origin")
-    t = np.eye(4)
-    if origin is not None:
-        t[:3, :3] = rpy_to_matrix([float(v) for v in origin.get("rpy", "0 0 0").split()])
-        t[:3, 3] = [float(v) for v in origin.get("xyz", "0 0 0").split()]
-    return t
+    attributes = {} if origin is None else origin.attrib
+    values = lambda key: [float(v) for v in attributes.get(key, "0 0 0").split()]
+    return make_transform(rpy_to_matrix(values("rpy")), values("xyz"))
 
 
 def load_geometry(urdf_path: Path = URDF_PATH, spacing: float = SPACING) -> dict[str, np.ndarray]:

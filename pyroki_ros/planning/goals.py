@@ -156,13 +156,20 @@ def search(
             clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
         usable = (clearance >= 0) & limit_slack(planner, q)
         if usable.any():
-            q, clearance = q[usable], clearance[usable]
-            order = np.argsort(np.linalg.norm(q - start, axis=-1), kind="stable")
-            order = order[distinct(q[order])][:keep]
+            order = _ranked(planner, q[usable], start, keep)
+            q, clearance = q[usable][order], clearance[usable][order]
             return GoalSearch(
-                q[order], "", "", len(q), FIRST_SEEDS, clearances=clearance[order], more=whole
+                q, "", "", int(usable.sum()), FIRST_SEEDS, clearances=clearance, more=whole
             )
     return whole()
+
+
+def _ranked(planner: TrajectoryOptimizer, q: np.ndarray, start: np.ndarray, keep: int):
+    """Indices of at most ``keep`` distinct goal configurations of q (B, n): those away from
+    the joint limits first, each group nearest to ``start`` first."""
+    order = np.argsort(np.linalg.norm(q - start, axis=-1), kind="stable")
+    order = order[np.argsort(~limit_slack(planner, q[order]), kind="stable")]
+    return order[distinct(q[order])][:keep]
 
 
 def extended(found: GoalSearch) -> GoalSearch:
@@ -233,11 +240,10 @@ def _search(
         )
     clearance = np.full(len(q), np.inf)
     if planner.spheres is not None:
-        # Checked as ``seeds`` rows (the first repeated): one program whatever number of
-        # seeds reached the goal, compiled with the search (a lazy plan's first use of the
-        # whole search would otherwise compile one per power of two of that number).
-        padded = np.concatenate([q, np.repeat(q[:1], seeds - len(q), 0)])
-        clearance = np.asarray(planner.clearances(padded, world, contacts, moving))[: len(q)]
+        # On ``seeds`` rows: one program whatever number of seeds reached the goal, compiled
+        # with the search (a lazy plan's first use of the whole search would otherwise
+        # compile one per power of two of that number).
+        clearance = np.asarray(planner.clearances(q, world, contacts, moving, rows=seeds))
         if not (clearance >= 0).any():
             order = np.argsort(-clearance, kind="stable")[:REFINE]
             pushed = push_clear(
@@ -262,9 +268,7 @@ def _search(
             clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
         else:
             q, clearance = q[clearance >= 0], clearance[clearance >= 0]
-    order = np.argsort(np.linalg.norm(q - start, axis=-1), kind="stable")
-    order = order[np.argsort(~limit_slack(planner, q[order]), kind="stable")]
-    order = order[distinct(q[order])][:keep]
+    order = _ranked(planner, q, start, keep)
     return GoalSearch(q[order], "", "", len(q), seeds, clearances=clearance[order])
 
 

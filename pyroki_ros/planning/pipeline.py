@@ -147,8 +147,7 @@ def plan(
     free = np.ones((t_count, robot.n_joints)) * active
     free[0] = free[-1] = 0.0
     full_margin = margin
-    margin = _end_margin(full_margin, [start_clearance, *ends])
-    options["margin"] = margin
+    options["margin"] = margin = _end_margin(full_margin, [start_clearance, *ends])
     weights = options.pop("weights", Weights())
     options.setdefault("early_stop", EARLY_STOP)
     planned = options.pop("max_iterations", 60)
@@ -174,8 +173,7 @@ def plan(
             # A lazy goal search's first goals are used up: the whole search's join them.
             found = goal_search.extended(found)
             known, ends = list(found.configurations), list(found.clearances)
-            margin = _end_margin(full_margin, [start_clearance, *ends])
-            options["margin"] = margin
+            options["margin"] = margin = _end_margin(full_margin, [start_clearance, *ends])
         starts = np.stack(
             [
                 _initial_path(
@@ -349,6 +347,30 @@ def _refine(
             planner, candidate, goal_objectives, active_joints, free, solve, weights
         )
     return candidate
+
+
+def warm_up(
+    planner: TrajectoryOptimizer,
+    start: np.ndarray,
+    goal,
+    *,
+    world: col.World | None = None,
+    num_steps: int = 64,
+    **options,
+) -> PlanResult:
+    """Compiles what plans of this structure (knots, obstacle buckets, goal objectives) need,
+    before they are asked for: one :func:`plan` (``options`` passed on) and, for a pose
+    goal, the whole goal search, which a plan asks for only when its first goal
+    configuration does not do. Returns the plan's result."""
+    result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
+    objectives = _goal_objectives(goal)
+    if objectives:
+        goal_search.search(
+            planner, objectives, _checked_start(planner.robot, start), None, world,
+            options.get("contacts", col.DEFAULT_CONTACTS), planner.robot.active_mask(None),
+            np.random.default_rng(0), t_count=int(num_steps),
+        )  # fmt: skip
+    return result
 
 
 def plan_batch(

@@ -360,17 +360,28 @@ class TrajectoryOptimizer:
 
     plan.__doc__ = pipeline.plan.__doc__
 
+    def warm_up(self, start: np.ndarray, goal, **options) -> PlanResult:
+        return pipeline.warm_up(self, start, goal, **options)
+
+    warm_up.__doc__ = pipeline.warm_up.__doc__
+
     def plan_batch(self, starts: np.ndarray, goals: np.ndarray, **options) -> list[PlanResult]:
         return pipeline.plan_batch(self, starts, goals, **options)
 
     plan_batch.__doc__ = pipeline.plan_batch.__doc__
 
     def clearances(
-        self, q: np.ndarray, world: col.World | None, contacts: col.ContactRules, moving
+        self,
+        q: np.ndarray,
+        world: col.World | None,
+        contacts: col.ContactRules,
+        moving,
+        rows: int = 1,
     ) -> np.ndarray:
         """(B,) smallest checked clearance of configurations q (B, n): one compiled call (the
-        named answer, :meth:`deepest_contact`, runs eagerly: ~40 ms, only when needed)."""
-        return self.clearance_function(world, contacts, moving)(q)
+        named answer, :meth:`deepest_contact`, runs eagerly: ~40 ms, only when needed);
+        ``rows``: see :meth:`clearance_function`."""
+        return self.clearance_function(world, contacts, moving)(q, rows)
 
     def clearance_function(
         self, world: col.World | None, contacts: col.ContactRules, moving: np.ndarray
@@ -379,16 +390,18 @@ class TrajectoryOptimizer:
         (B,), for one world and contact rule (the padding and the checked pairs made once:
         a sampling planner calls it many times). B is padded to the next power of two (the
         first row repeated), so callers whose batch varies (IK solutions that reached a goal,
-        a plan's ends) compile a handful of programs, not one per size."""
+        a plan's ends) compile a handful of programs, not one per size; to at least ``rows``
+        (the function's second argument) for a caller that wants one program whatever its
+        count (the goal search: its seed count)."""
         world = self._empty_world if world is None else world
         padded = self._padded_world(world)
         checked = self._checked(world, padded, contacts, np.asarray(moving, bool))
         program, dt = self._clearance_program, self._dtype
 
-        def clearance(q: np.ndarray) -> np.ndarray:
+        def clearance(q: np.ndarray, rows: int = 1) -> np.ndarray:
             q = np.asarray(q, dt)
             count = len(q)
-            size = 1 << max(count - 1, 0).bit_length()
+            size = 1 << (max(count, rows, 1) - 1).bit_length()
             if size > count:
                 q = np.concatenate([q, np.repeat(q[:1], size - count, 0)])
             return np.asarray(program(jnp.asarray(q), padded, *checked))[:count]

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from pyroki_ros import collision as col
-from pyroki_ros.planning import goals as goal_search
 from pyroki_ros.planning import timing
 from pyroki_ros.planning.trajopt import PlanResult, TrajectoryOptimizer
 from pyroki_ros.planning.trajopt import retarget as retarget_motion
@@ -135,12 +134,7 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     objectives = (O.pose(model.tip_link, goal),)
     for world in scenes:
         with planner.lock:
-            optimizer.plan(start, objectives, world=world, num_steps=num_steps, margin=margin)
-            # The whole goal search, which a plan asks for only when its first goal does not do.
-            goal_search.search(
-                optimizer, objectives, start, None, world, col.DEFAULT_CONTACTS,
-                robot.active_mask(None), np.random.default_rng(0), t_count=num_steps,
-            )  # fmt: skip
+            optimizer.warm_up(start, objectives, world=world, num_steps=num_steps, margin=margin)
     return time.perf_counter() - clock
 
 
