@@ -17,21 +17,25 @@ LOWER, UPPER = (np.asarray(x) for x in actuated_joint_limits(PANDA))
 
 
 class SphereModel:
-    """The sphere data (link, centre, radius) of a RobotSpheres, with the pairs recomputed
-    from the URDF."""
+    """The sphere data (link, centre, radius, role) of a RobotSpheres, with the pairs
+    recomputed from the URDF: spheres of role "self" are not checked against obstacles, those
+    of role "world" are in no self pair."""
 
     def __init__(self, spheres, urdf: str = PANDA_URDF):
         self.links = list(spheres.link_names)
         self.centers = np.asarray(spheres.centers, np.float64)
         self.radii = np.asarray(spheres.radii, np.float64)
-        pairs = sorted(self_pairs(urdf, self.links, spheres.ignore))
-        self.pairs = np.asarray(pairs, int).reshape(-1, 2)
+        roles = list(spheres.roles) or ["both"] * len(self.links)
+        self.world = np.array([role != "self" for role in roles], bool)
+        mine = [i for i, role in enumerate(roles) if role != "world"]
+        pairs = self_pairs(urdf, [self.links[i] for i in mine], spheres.ignore)
+        self.pairs = np.asarray(sorted((mine[a], mine[b]) for a, b in pairs), int).reshape(-1, 2)
         self.urdf = parse_urdf(urdf)
 
     def clearances(self, q: np.ndarray, obstacles: dict) -> tuple[float, float]:
         """(smallest obstacle clearance, smallest self clearance) at one configuration."""
         c = sphere_centers(self.urdf, self.links, self.centers, q)
-        world = world_distances(c, self.radii, obstacles)
+        world = world_distances(c[self.world], self.radii[self.world], obstacles)
         world_min = float(world.min()) if world.size else np.inf
         i, j = self.pairs[:, 0], self.pairs[:, 1]
         gaps = np.linalg.norm(c[i] - c[j], axis=1) - self.radii[i] - self.radii[j]

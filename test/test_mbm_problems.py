@@ -150,6 +150,8 @@ def test_benchmark_runs_one_demo_problem():
     assert math.isfinite(result.verdict.position_error), result.message
     assert result.path_length >= 0
     assert result.false_success == (result.planner_ok and not result.verdict.ok)
+    clear, total = map(int, result.own_goals_clear.split("/"))
+    assert total == len(problem.goal_ik) and 0 <= clear <= total
     world = mb.to_world(problem)
     # cuboids as boxes, cylinders as cylinders, named in the World's order
     assert world.counts == (0, 0, 5, 0, 3)

@@ -303,6 +303,51 @@ def test_joint_goal_plan_avoids_self_collision_where_the_straight_line_does_not(
     assert self_min > 0, f"self collision by {-self_min:.4f} m"
 
 
+def test_a_margin_per_knot_holds_each_knot_to_its_own_reach(panda):
+    """``optimize(margin=(T,))``: a sphere obstacle 1 cm (by the reference model) from the
+    middle knots of the path the optimiser makes without it (5 cm reach on the knots far
+    from it, 0 elsewhere). With a 5 cm reach on the middle knots too they end at least
+    2.5 cm clear; with a reach of 0 there the path is the one made without the obstacle. A margin of the wrong shape
+    is refused."""
+    robot, _spheres, planner, model = panda
+    a = np.asarray(robot.center(), np.float64)
+    b = a.copy()
+    b[0] += 1.2
+    line = a + np.linspace(0.0, 1.0, STEPS)[:, None] * (b - a)
+    free = np.ones((STEPS, robot.n_joints))
+    free[0] = free[-1] = 0.0
+    middle = slice(STEPS // 2 - 4, STEPS // 2 + 4)
+    far = np.r_[0:4, STEPS - 4 : STEPS]
+    reach_far = np.zeros(STEPS)
+    reach_far[far] = 0.05  # (self-collision too)
+    alone = planner.optimize(line[None], free=free, margin=reach_far).path
+    hand = check.link_pose(alone[STEPS // 2], "panda_hand")[:3, 3]
+    outward = np.array([hand[0], hand[1], 0.0]) / np.linalg.norm(hand[:2])
+    centre = hand + 0.2 * outward  # beyond the hand, away from the rest of the arm
+
+    def obstacle(radius):
+        world = World.create(sphere_centers=[centre], sphere_radii=[radius])
+        return world, _obstacles_kwargs(world)
+
+    # Distances to a sphere shift with its radius: pick it for 1 cm at the middle knots.
+    probe = check.path_clearance(model, alone[middle], obstacle(0.001)[1], samples=0)[0]
+    world, obstacles = obstacle(0.001 + probe - 0.01)
+    assert np.isclose(check.path_clearance(model, alone[middle], obstacles, 0)[0], 0.01)
+    assert check.path_clearance(model, alone[far], obstacles, 0)[0] > 0.06
+    results = {}
+    for name, reach in (("wide", 0.05), ("none", 0.0)):
+        margin = reach_far.copy()
+        margin[middle] = reach
+        results[name] = planner.optimize(line[None], world=world, free=free, margin=margin).path
+    wide = check.path_clearance(model, results["wide"][middle], obstacles, 0)[0]
+    assert wide >= 0.025, wide
+    np.testing.assert_allclose(results["none"], alone, atol=1e-4)
+    with pytest.raises(ValueError, match="margin"):
+        planner.optimize(line[None], world=world, free=free, margin=np.zeros(STEPS - 1))
+    with pytest.raises(ValueError, match="margin"):
+        planner.optimize(line[None], world=world, free=free, margin=-0.01)
+
+
 def test_waypoints_are_visited(panda):
     _robot, _spheres, planner, _model = panda
     start = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])

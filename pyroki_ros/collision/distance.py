@@ -315,9 +315,12 @@ def collision_distances(
     world distances (row-major over (S, N)) first, then the self pairs. A residual
     ``max(0, margin - d)`` of it is zero exactly when every clearance exceeds ``margin``.
     ``checked``: (world (S, N), self (P,)) from :func:`checked_pairs`; unchecked pairs are inf.
+    Without it, every sphere whose role includes the world is checked against every obstacle.
     """
     centers = sphere_centers(robot, spheres, q)
     checked_world, checked_self = (None, None) if checked is None else checked
+    if checked_world is None and not spheres.world_mask.all():
+        checked_world = spheres.world_mask[:, None]
     parts = []
     if world is not None:
         d = world_distances(centers, spheres.radii, world, checked_world)

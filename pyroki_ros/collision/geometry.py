@@ -32,6 +32,8 @@ _COUNT_FIELDS = (
 # The kinds in the order of the obstacle axis (distances, names, ``counts``). Cylinders came
 # last so that the first four keep their places.
 KINDS = ("sphere", "capsule", "box", "half-space", "cylinder")
+# What a robot sphere is checked against (RobotSpheres.roles).
+ROLES = ("both", "world", "self")
 # Where dummy obstacles live (m). Far enough that no robot sphere reaches them, small enough
 # that squares stay finite in float32.
 FAR = 1.0e6
@@ -52,6 +54,13 @@ class RobotSpheres:
     """``S`` spheres fixed to the robot's links, and the ``P`` sphere pairs checked for
     self-collision.
 
+    A sphere's role says what it is checked against: ``"both"`` (the world and the robot
+    itself, the usual case), ``"world"`` (obstacles only) or ``"self"`` (self-collision
+    only). Two roles let one set pair a tight model for obstacles, where every millimetre
+    past the real surface can turn a feasible grasp into a collision, with a coarse one for
+    self-collision, whose cost grows with the square of the sphere count (see
+    :meth:`embedded`).
+
     Attributes:
         centers: (S, 3) sphere centres in the frame of their link, m.
         radii: (S,) radii, m, > 0.
@@ -62,6 +71,7 @@ class RobotSpheres:
         link_indices: (S,) static, index in ``robot.link_names`` of each sphere's link.
         link_names: (S,) static, each sphere's link name.
         ignore: static, the link-name pairs excluded from self-collision, sorted.
+        roles: (S,) static, each sphere's role: "both", "world" or "self".
     """
 
     centers: jax.Array
@@ -70,6 +80,7 @@ class RobotSpheres:
     link_indices: tuple[int, ...] = _static()
     link_names: tuple[str, ...] = _static()
     ignore: tuple[tuple[str, str], ...] = _static(default=())
+    roles: tuple[str, ...] = _static(default=())
 
     @property
     def n_spheres(self) -> int:
@@ -78,6 +89,11 @@ class RobotSpheres:
     @property
     def n_pairs(self) -> int:
         return self.self_pairs.shape[0]
+
+    @property
+    def world_mask(self) -> np.ndarray:
+        """(S,) bool: the spheres checked against obstacles (role "both" or "world")."""
+        return np.array([role != "self" for role in self.roles], bool).reshape(-1)
 
     # --- constructors ----------------------------------------------------------------------
 
@@ -88,12 +104,14 @@ class RobotSpheres:
         centers: Any,
         radii: Any,
         ignore: Iterable[Sequence[str]] = (),
+        roles: Sequence[str] | None = None,
     ) -> RobotSpheres:
-        """Spheres from per-sphere link names, centres (S, 3) in the link frame and radii (S,).
+        """Spheres from per-sphere link names, centres (S, 3) in the link frame and radii (S,),
+        and their roles (S,) ("both", "world" or "self"; default all "both").
 
         Raises:
             ValueError: unknown link (named), wrong shapes, non-finite values, radius <= 0,
-                or an ignore entry that is not a pair of known links.
+                an unknown role, or an ignore entry that is not a pair of known links.
         """
         link_names = tuple(str(n) for n in link_names)
         centers = np.asarray(centers, np.float64)
@@ -110,9 +128,15 @@ class RobotSpheres:
                 raise ValueError(f"sphere {i} on link '{name}' is not finite")
             if radii[i] <= 0:
                 raise ValueError(f"sphere {i} on link '{name}' has radius {radii[i]} <= 0")
+        roles = ("both",) * len(link_names) if roles is None else tuple(str(r) for r in roles)
+        if len(roles) != len(link_names) or not set(roles) <= set(ROLES):
+            raise ValueError(
+                f"need one role of {ROLES} per sphere ({len(link_names)}), got {roles!r}"
+            )
         link_indices = tuple(robot.link_index(n) for n in link_names)
         ignore = _check_ignore(robot, ignore)
-        pairs = self_collision_pairs(robot, link_indices, ignore)
+        in_self = [role != "world" for role in roles]
+        pairs = self_collision_pairs(robot, link_indices, ignore, in_self)
         return RobotSpheres(
             centers=jnp.asarray(centers, robot.dtype),
             radii=jnp.asarray(radii, robot.dtype),
@@ -120,6 +144,7 @@ class RobotSpheres:
             link_indices=link_indices,
             link_names=link_names,
             ignore=ignore,
+            roles=roles,
         )
 
     @staticmethod
@@ -127,34 +152,43 @@ class RobotSpheres:
         robot: Robot,
         mapping: Mapping[str, Sequence[Sequence[float]]],
         ignore: Iterable[Sequence[str]] = (),
+        self_mapping: Mapping[str, Sequence[Sequence[float]]] | None = None,
     ) -> RobotSpheres:
         """Spheres from ``{link_name: [[x, y, z, r], ...]}`` (link frame, m), e.g. from YAML.
+        With ``self_mapping`` (the same form), ``mapping``'s spheres are checked against
+        obstacles only and ``self_mapping``'s for self-collision only (roles "world" and
+        "self"); without it every sphere does both.
 
         Raises:
             ValueError: an unknown link (named), an entry that is not 4 numbers, a radius that
                 is not finite and > 0.
         """
-        names, centers, radii = [], [], []
-        for link, spheres in mapping.items():
-            if link not in robot.link_names:
-                robot.link_index(str(link))  # raises, naming the link and the robot's links
-            rows = np.asarray(spheres if len(spheres) else np.zeros((0, 4)), np.float64)
-            if rows.ndim != 2 or rows.shape[1] != 4:
-                raise ValueError(
-                    f"link '{link}': spheres must be a list of [x, y, z, r], got {spheres!r}"
-                )
-            names += [link] * len(rows)
-            centers.append(rows[:, :3])
-            radii.append(rows[:, 3])
+        names, centers, radii, roles = [], [], [], []
+        parts = [(mapping, "both" if self_mapping is None else "world")]
+        parts += [] if self_mapping is None else [(self_mapping, "self")]
+        for part, role in parts:
+            for link, spheres in part.items():
+                if link not in robot.link_names:
+                    robot.link_index(str(link))  # raises, naming the link and the robot's links
+                rows = np.asarray(spheres if len(spheres) else np.zeros((0, 4)), np.float64)
+                if rows.ndim != 2 or rows.shape[1] != 4:
+                    raise ValueError(
+                        f"link '{link}': spheres must be a list of [x, y, z, r], got {spheres!r}"
+                    )
+                names += [link] * len(rows)
+                centers.append(rows[:, :3])
+                radii.append(rows[:, 3])
+                roles += [role] * len(rows)
         centers_a = np.concatenate(centers) if centers else np.zeros((0, 3))
         radii_a = np.concatenate(radii) if radii else np.zeros((0,))
-        return RobotSpheres.create(robot, names, centers_a, radii_a, ignore)
+        return RobotSpheres.create(robot, names, centers_a, radii_a, ignore, roles)
 
     @staticmethod
     def from_yaml(
         robot: Robot, path: str | os.PathLike, ignore: Iterable[Sequence[str]] = ()
     ) -> RobotSpheres:
-        """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}`` and an optional
+        """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}``, an optional
+        ``self_spheres`` of the same form (see :meth:`from_config`) and an optional
         ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
 
         Reads JSON-style (flow) YAML without PyYAML, so the core needs no YAML library.
@@ -162,7 +196,10 @@ class RobotSpheres:
         data = _load_yaml(pathlib.Path(path))
         extra = [tuple(p) for p in ignore]
         return RobotSpheres.from_config(
-            robot, data["spheres"], [tuple(p) for p in data.get("ignore", [])] + extra
+            robot,
+            data["spheres"],
+            [tuple(p) for p in data.get("ignore", [])] + extra,
+            data.get("self_spheres"),
         )
 
     @staticmethod
@@ -178,12 +215,12 @@ class RobotSpheres:
 
         Two sets per robot (``pyroki_ros/robots/``): ``<name>_spheres.yaml``, the default,
         4 spheres per link mesh (Panda: 48, centred near the surface, so they bulge past the
-        mesh), and with ``fine`` ``<name>_spheres_fine.yaml`` from
-        ``tools/fit_collision_spheres.py`` (Panda: 118, centred inside, each reaching past
-        the mesh by at most the bound the tool prints): grasps in clutter that the default set
-        sees as collisions become feasible, but plans cost more, mostly in the self-collision
-        pairs (MotionBenchMaker median 132 ms default vs 311 ms fine:
-        docs/benchmarks/mbm.md and mbm_fine.md).
+        mesh by centimetres), and with ``fine`` ``<name>_spheres_fine.yaml`` from
+        ``tools/fit_collision_spheres.py``: up to 24 spheres per mesh for obstacles (Panda:
+        238, centred inside, each reaching past the mesh by at most the bound the tool
+        prints, 5 mm where 24 spheres suffice) and the default set for self-collision (role
+        "self"). Grasps in clutter that the default set sees as collisions become feasible;
+        plans cost more (docs/benchmarks/mbm.md and mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path
 
@@ -268,12 +305,16 @@ class RobotSpheres:
             ignore,
         )
 
-    def to_config(self) -> dict[str, list[list[float]]]:
-        """The inverse of :meth:`from_config`: ``{link: [[x, y, z, r], ...]}``."""
+    def to_config(self, role: str = "world") -> dict[str, list[list[float]]]:
+        """The inverse of :meth:`from_config`: ``{link: [[x, y, z, r], ...]}`` of the spheres
+        checked against obstacles (``role="world"``: :meth:`from_config`'s ``mapping``) or
+        of the self-collision-only ones (``role="self"``: its ``self_mapping``)."""
         out: dict[str, list[list[float]]] = {}
         rows = np.concatenate([np.asarray(self.centers), np.asarray(self.radii)[:, None]], axis=1)
-        for name, row in zip(self.link_names, rows):
-            out.setdefault(name, []).append([float(v) for v in row])
+        chosen = self.world_mask if role == "world" else ~self.world_mask
+        for name, row, keep in zip(self.link_names, rows, chosen):
+            if keep:
+                out.setdefault(name, []).append([float(v) for v in row])
         return out
 
 

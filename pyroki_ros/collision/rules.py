@@ -26,11 +26,15 @@ def bodies(robot: Robot) -> tuple[int, ...]:
 
 
 def self_collision_pairs(
-    robot: Robot, link_indices: Sequence[int], ignore: Iterable[Sequence[str]] = ()
+    robot: Robot,
+    link_indices: Sequence[int],
+    ignore: Iterable[Sequence[str]] = (),
+    eligible: Sequence[bool] | None = None,
 ) -> list[tuple[int, int]]:
     """Sphere pairs ``(i, j)``, ``i < j``, to check for self-collision.
 
-    A pair is checked when its spheres are on different rigid bodies (see :func:`bodies`), the
+    A pair is checked when both spheres are ``eligible`` (default all; the spheres whose role
+    includes self-collision), they are on different rigid bodies (see :func:`bodies`), the
     bodies are not adjacent (neither body's top link is moved by a joint whose parent link is
     on the other body) and the link pair is not in ``ignore``.
     """
@@ -40,9 +44,14 @@ def self_collision_pairs(
         if parent >= 0 and body[i] == i:
             adjacent.add(frozenset((i, body[parent])))
     ignored = {frozenset((robot.link_index(a), robot.link_index(b))) for a, b in ignore}
+    eligible = [True] * len(link_indices) if eligible is None else list(eligible)
     pairs = []
     for i, li in enumerate(link_indices):
+        if not eligible[i]:
+            continue
         for j in range(i + 1, len(link_indices)):
+            if not eligible[j]:
+                continue
             lj = link_indices[j]
             bi, bj = body[li], body[lj]
             if bi == bj or frozenset((bi, bj)) in adjacent or frozenset((li, lj)) in ignored:
@@ -98,7 +107,8 @@ def checked_pairs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which contacts count as collisions: the one rule for planning, goal IK and checks.
 
-    Not checked: (1) spheres on links that cannot move (no ``moving`` joint between them and
+    Not checked: (0) spheres for self-collision only (role "self") against the world;
+    (1) spheres on links that cannot move (no ``moving`` joint between them and
     the root: the root, links fixed to it, links whose joints are all held in this problem)
     against the world, unless ``rules.check_fixed_links`` (a robot standing on a table
     touches it, whatever the plan); pairs of two such spheres for self-collision (their
@@ -127,6 +137,7 @@ def checked_pairs(
     )
     movable = movable_link[links] if len(links) else np.zeros(0, bool)
     world_ok = np.ones((len(links), world.n_obstacles), bool)
+    world_ok[~spheres.world_mask] = False
     pairs = np.asarray(spheres.self_pairs, int).reshape(-1, 2)
     self_ok = np.ones(len(pairs), bool)
     if not rules.check_fixed_links:

@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 # TrajectoryOptimizer.optimize): most plans are usable after 5-10 of their 30-60 iterations.
 EARLY_STOP = 1e-2
 
-# m: the least reach of the collision costs when a start or goal is that close (_end_margin)
+# m: the least reach of the collision costs when a start or goal is that close (_margins)
 MIN_MARGIN = 0.004
+# Share of the knots over which the reach rises from a close start or goal's to the margin.
+MARGIN_RAMP = 0.25
 
 # Goal poses: IK solutions tried as the path's last knot (planning/goals.py).
 GOAL_SEEDS = goal_search.SEEDS
@@ -94,7 +96,9 @@ def plan(
             that fit in the time left (at the last measured pace): when it runs out the
             best path so far comes back with ``reason`` TIMED_OUT. Compiling a new problem
             structure (its first plan) cannot be cut and is not counted.
-        **options: passed to :meth:`optimize` (weights, margin, tolerances, ...).
+        **options: passed to :meth:`optimize` (weights, margin, tolerances, ...). The
+            ``margin`` (one value, m) is kept between start and goal; near a start or goal
+            closer than it the reach narrows (:func:`_margins`).
     """
     clock = time.perf_counter()
     robot = planner.robot
@@ -147,7 +151,7 @@ def plan(
     free = np.ones((t_count, robot.n_joints)) * active
     free[0] = free[-1] = 0.0
     full_margin = margin
-    options["margin"] = margin = _end_margin(full_margin, [start_clearance, *ends])
+    options["margin"] = margin = _margins(full_margin, start_clearance, ends, t_count)
     weights = options.pop("weights", Weights())
     options.setdefault("early_stop", EARLY_STOP)
     planned = options.pop("max_iterations", 60)
@@ -173,7 +177,7 @@ def plan(
             # A lazy goal search's first goals are used up: the whole search's join them.
             found = goal_search.extended(found)
             known, ends = list(found.configurations), list(found.clearances)
-            options["margin"] = margin = _end_margin(full_margin, [start_clearance, *ends])
+            options["margin"] = margin = _margins(full_margin, start_clearance, ends, t_count)
         starts = np.stack(
             [
                 _initial_path(
@@ -185,7 +189,7 @@ def plan(
         if sampling_budget > 0 and not waypoints and (used > 0 or count > 1):
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
-                margin=margin / 4, seed=seed,
+                margin=float(margin.min()) / 4, seed=seed,
                 budget=min(sampling_budget, budget.left()),
             )  # fmt: skip
             sampling_budget = 0.0  # once per plan
@@ -283,12 +287,22 @@ def _refused(
     )
 
 
-def _end_margin(margin: float, ends) -> float:
-    """The collision costs' reach for a plan whose start or goal configurations sit closer
-    to an obstacle than ``margin``: twice their least clearance ``ends`` (m; at least
-    MIN_MARGIN). A grasp's fingers are millimetres from the object; with the full margin
-    every knot near the goal would be pushed away from where the path has to end."""
-    return float(min(margin, max(MIN_MARGIN, 2.0 * float(np.min(ends)))))
+def _margins(margin: float, start_clearance: float, ends, t_count: int) -> np.ndarray:
+    """(T,) the collision costs' reach at each knot of a plan whose start or goal
+    configurations sit closer to an obstacle than ``margin`` (m): at the start twice its
+    clearance ``start_clearance``, at the goal twice the least of the goals' ``ends`` (m;
+    at least MIN_MARGIN), rising linearly to ``margin`` over MARGIN_RAMP of the knots. A
+    grasp's fingers are millimetres from the object: with the whole margin every knot near
+    the goal would be pushed away from where the path has to end; with the ends' margin on
+    every knot, the path between them would graze obstacles that it has room to keep clear
+    of (a sphere model is only an approximation of the robot's surface)."""
+    at_start = min(margin, max(MIN_MARGIN, 2.0 * float(start_clearance)))
+    at_goal = min(margin, max(MIN_MARGIN, 2.0 * float(np.min(ends))))
+    ramp = max(1.0, MARGIN_RAMP * (t_count - 1))
+    t = np.arange(t_count, dtype=np.float64)
+    rising = at_start + (margin - at_start) * t / ramp
+    falling = at_goal + (margin - at_goal) * (t_count - 1 - t) / ramp
+    return np.minimum(margin, np.minimum(rising, falling))
 
 
 def _goal_objectives(goal) -> tuple[obj.Objective, ...]:

@@ -90,7 +90,7 @@ class Problem:
     objectives: tuple[obj.Objective, ...]
     rest: jax.Array  # (n,)
     weights: jax.Array  # (7,) Weights in field order
-    margin: jax.Array  # () m
+    margin: jax.Array  # (T,) m, the collision costs' reach at each knot
     lower: jax.Array  # (T, n)
     upper: jax.Array  # (T, n)
     free: jax.Array  # (T, n)
@@ -121,18 +121,21 @@ COLLISION_CHUNK = 1024
 REPORT_CHUNK = 4096
 
 
-def _in_chunks(fn, configs: jax.Array, chunk: int):
-    """``fn`` of configurations (B, n) -> arrays (B, ...), evaluated ``chunk`` configurations
-    at a time when B > chunk (one after the other: the memory of one chunk); the same as
-    ``fn(configs)`` otherwise."""
-    count, n = configs.shape
+def _in_chunks(fn, inputs, chunk: int):
+    """``fn`` of ``inputs`` (arrays (B, ...), a pytree) -> arrays (B, ...), evaluated ``chunk``
+    rows at a time when B > chunk (one after the other: the memory of one chunk); the same
+    as ``fn(inputs)`` otherwise."""
+    count = jax.tree.leaves(inputs)[0].shape[0]
     if count <= chunk:
-        return fn(configs)
+        return fn(inputs)
     chunks = -(-count // chunk)
-    # Padded with copies of the last configuration: valid input, dropped afterwards.
-    extra = jnp.broadcast_to(configs[-1:], (chunks * chunk - count, n))
-    padded = jnp.concatenate([configs, extra], 0).reshape(chunks, chunk, n)
-    out = jax.lax.map(fn, padded)
+
+    def split(a):
+        # Padded with copies of the last row (a valid configuration), dropped afterwards.
+        extra = jnp.broadcast_to(a[-1:], (chunks * chunk - count, *a.shape[1:]))
+        return jnp.concatenate([a, extra], 0).reshape(chunks, chunk, *a.shape[1:])
+
+    out = jax.lax.map(fn, jax.tree.map(split, inputs))
     return jax.tree.map(lambda a: a.reshape(chunks * chunk, *a.shape[2:])[:count], out)
 
 
@@ -168,22 +171,24 @@ def _linearize(
     subdiagonal = jnp.zeros((t_count - 1, n, n), x.dtype)
     if collide.spheres is not None:
 
-        def normal_terms(configs: jax.Array):
-            """Per configuration (B, n): J^T J (B, n, n), J^T r (B, n), r^T r and clearance
-            (B,) of its collision rows."""
+        def normal_terms(inputs):
+            """Per configuration (B, n) and its margin (B,): J^T J (B, n, n), J^T r (B, n),
+            r^T r and clearance (B,) of its collision rows."""
+            configs, margin = inputs
             checked = (p.world_checked, p.self_checked)
-            rc, jc, clearance = collide.rows_t(configs.T, p.world, checked, p.margin, w[5], w[6])
+            rc, jc, clearance = collide.rows_t(configs.T, p.world, checked, margin, w[5], w[6])
             jtj = jnp.einsum("rib,rjb->bij", jc, jc)
             return jtj, jnp.einsum("rib,rb->bi", jc, rc), jnp.sum(rc * rc, 0), clearance
 
         configs = jnp.concatenate([x, 0.5 * (x[1:] + x[:-1])], 0)  # knots, then midpoints
-        jtj, jtr, rr, clearance = _in_chunks(normal_terms, configs, COLLISION_CHUNK)
+        margins = jnp.concatenate([p.margin, jnp.minimum(p.margin[1:], p.margin[:-1])])
+        jtj, jtr, rr, clearance = _in_chunks(normal_terms, (configs, margins), COLLISION_CHUNK)
         # Fixed knots (the start, a goal configuration) cannot move: they and the midpoints
-        # beside them only need to be clear, the others half the margin.
+        # beside them only need to be clear, the others half their margin.
         fixed = jnp.all(p.free <= 0, axis=-1)  # (T,)
         beside = fixed[1:] | fixed[:-1]
-        needed = jnp.where(jnp.concatenate([fixed, beside]), -jnp.inf, 0.5 * p.margin)
-        needed = needed.at[t_count:].set(jnp.where(beside, 0.0, 0.5 * p.margin))
+        needed = jnp.where(jnp.concatenate([fixed, beside]), -jnp.inf, 0.5 * margins)
+        needed = needed.at[t_count:].set(jnp.where(beside, 0.0, 0.5 * margins[t_count:]))
         satisfied = satisfied & jnp.all(clearance >= needed)
         diagonal = diagonal + jtj[:t_count]
         gradient = gradient + jtr[:t_count]

@@ -208,7 +208,8 @@ class TrajectoryOptimizer:
         knot but the first); fixed variables keep each start path's value. ``vectors``:
         (from, to) link pairs whose difference p_to - p_from should follow ``vector_targets``
         (T, V, 3) (root frame, m) with ``vector_weights`` (T, V) (retargeting by link-to-link
-        vectors). ``manipulability_link``: with ``weights.manipulability`` > 0, a cost on the
+        vectors). ``margin``: the collision costs' reach (m), one value or one per knot (T,).
+        ``manipulability_link``: with ``weights.manipulability`` > 0, a cost on the
         inverse manipulability of this link keeps the path away from singularities.
         ``early_stop`` > 0: once every goal is within 70 % of its tolerance and every knot and
         segment midpoint is at least half the margin clear, stop as soon as a step lowers the
@@ -243,8 +244,14 @@ class TrajectoryOptimizer:
             free[0] = 0.0
         if world is None:
             world = self._empty_world
-        if not (np.isfinite(margin) and margin >= 0):
-            raise ValueError(f"margin must be finite and >= 0, got {margin}")
+        margin = np.asarray(margin, np.float64)
+        if margin.shape not in ((), (t_count,)) or not (
+            np.isfinite(margin).all() and (margin >= 0).all()
+        ):
+            raise ValueError(
+                f"margin must be finite and >= 0, one value or one per knot ({t_count},), "
+                f"got {margin if margin.size < 8 else margin.shape}"
+            )
         if not (np.isfinite(initial_damping) and initial_damping > 0):
             raise ValueError(f"initial_damping must be finite and > 0, got {initial_damping}")
         limits = robot.limits
@@ -275,7 +282,7 @@ class TrajectoryOptimizer:
             objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
             weights=np.asarray(dataclasses.astuple(weights), dt),
-            margin=np.asarray(margin, dt),
+            margin=np.broadcast_to(margin, (t_count,)).astype(dt),
             lower=lower.astype(dt),
             upper=upper.astype(dt),
             free=np.asarray(free, dt),

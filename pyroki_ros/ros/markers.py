@@ -376,7 +376,7 @@ class NodeMarkers:
                 if spheres is None
                 else display.sphere_lists(
                     display.sphere_centers(spheres, frames[:links]),
-                    np.asarray(spheres.radii),
+                    display.sphere_radii(spheres),
                     display.ROBOT_COLOR,
                 )
             )

@@ -333,7 +333,15 @@ _WORLD_FIELDS = (
 
 
 def sphere_centers(spheres, link_poses: np.ndarray) -> np.ndarray:
-    """Root-frame centres (S, 3) of a ``pyroki_ros.collision.RobotSpheres`` given the root-frame
-    link poses (L, 7) (e.g. one configuration's forward kinematics)."""
-    poses = np.asarray(link_poses, np.float64)[np.asarray(spheres.link_indices, int)]
-    return transform_points(poses, np.asarray(spheres.centers, np.float64).reshape(-1, 3))
+    """Root-frame centres (S', 3) of the spheres of a ``pyroki_ros.collision.RobotSpheres``
+    that are checked against obstacles (a set's self-collision-only spheres are not drawn),
+    given the root-frame link poses (L, 7) (e.g. one configuration's forward kinematics)."""
+    shown = spheres.world_mask
+    poses = np.asarray(link_poses, np.float64)[np.asarray(spheres.link_indices, int)[shown]]
+    centers = np.asarray(spheres.centers, np.float64).reshape(-1, 3)[shown]
+    return transform_points(poses, centers)
+
+
+def sphere_radii(spheres) -> np.ndarray:
+    """(S',) radii of the spheres :func:`sphere_centers` places."""
+    return np.asarray(spheres.radii, np.float64)[spheres.world_mask]

@@ -105,9 +105,9 @@ class Viewer:
             ROBOT_LINKS, self._stick_segments(poses), (90, 90, 110), thickness=0.012
         )
         self._spheres = None
-        if spheres is not None and spheres.n_spheres:
+        if spheres is not None and spheres.world_mask.any():
             vertices, faces = self._sphere_mesh
-            radii = np.asarray(spheres.radii, np.float32)
+            radii = display.sphere_radii(spheres).astype(np.float32)
             self._spheres = scene.add_batched_meshes_simple(
                 ROBOT_SPHERES,
                 vertices,

@@ -1,0 +1,131 @@
+"""Sphere roles: a set whose spheres are checked against obstacles only ("world") or for
+self-collision only ("self"), as the bundled fine sets pair tight obstacle spheres with the
+default set's for self-collision. References: numpy distances from reference FK
+(collision_reference), the URDF's joint structure for self pairs (plan_check.SphereModel),
+and the Panda's real collision meshes (test/mbm_mesh.py) for the fine sets' coverage."""
+
+from __future__ import annotations
+
+import json
+
+import collision_reference as ref
+import mbm_mesh as mm
+import numpy as np
+import plan_check as check
+import pytest
+
+from pyroki_ros import Robot
+from pyroki_ros.collision import (
+    ContactRules,
+    RobotSpheres,
+    World,
+    checked_pairs,
+    min_distance,
+)
+from pyroki_ros.planning.trajopt import TrajectoryOptimizer
+from pyroki_ros.robots import urdf_path
+
+WORLD = {"panda_link4": [[0.0, 0.0, 0.0, 0.06]], "panda_hand": [[0.0, 0.0, 0.03, 0.05]]}
+SELF = {
+    "panda_link1": [[0.0, 0.0, -0.1, 0.07]],
+    "panda_link5": [[0.0, 0.0, -0.1, 0.07]],
+    "panda_link7": [[0.0, 0.0, 0.05, 0.05]],
+}
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return Robot.from_urdf(urdf_path("panda"))
+
+
+def _box_at(point, half=0.02) -> dict:
+    return {
+        "box_poses": [[1.0, 0.0, 0.0, 0.0, *point]],
+        "box_half_extents": [[half, half, half]],
+    }
+
+
+def test_roles_pick_what_each_sphere_is_checked_against(robot):
+    spheres = RobotSpheres.from_config(robot, WORLD, (), SELF)
+    assert spheres.roles == ("world", "world", "self", "self", "self")
+    np.testing.assert_array_equal(spheres.world_mask, [True, True, False, False, False])
+    # Self pairs: those of the self set alone, by the URDF's structure (link1-link5,
+    # link1-link7; link5-link7 are two bodies apart and checked too).
+    model = check.SphereModel(spheres)
+    assert sorted(map(tuple, np.asarray(spheres.self_pairs))) == sorted(map(tuple, model.pairs))
+    alone = RobotSpheres.from_config(robot, SELF)
+    assert spheres.n_pairs == alone.n_pairs == 3
+    for role, expected in (("world", WORLD), ("self", SELF)):
+        config = spheres.to_config(role)
+        assert config.keys() == expected.keys()
+        for link, rows in expected.items():
+            np.testing.assert_allclose(config[link], rows, atol=1e-7)
+
+    # A box around the self-only sphere on link5: not a contact. The same box around the
+    # obstacle sphere on link4: one, as deep as the numpy reference says.
+    q = np.asarray(robot.center(), np.float64)
+    urdf = ref.parse_urdf(urdf_path("panda").read_text())
+    links = list(spheres.link_names)
+    centres = ref.sphere_centers(urdf, links, np.asarray(spheres.centers, np.float64), q)
+    radii = np.asarray(spheres.radii, np.float64)
+    for index, expect_contact in ((3, False), (0, True)):
+        obstacles = _box_at(centres[index])
+        world = World.create(**obstacles)
+        got = float(min_distance(robot, spheres, q, world, self_collision=False))
+        reference = ref.world_distances(centres[:2], radii[:2], obstacles).min()
+        assert np.isclose(got, reference, atol=1e-5)
+        assert (got < 0) == expect_contact
+        rows, _ = checked_pairs(robot, spheres, world)
+        np.testing.assert_array_equal(rows[:, 0], spheres.world_mask)
+        planner = TrajectoryOptimizer(robot, spheres)
+        moving = np.ones(robot.n_joints, bool)
+        clearance = float(planner.clearances(q[None], world, ContactRules(), moving)[0])
+        assert (clearance < 0) == expect_contact
+
+
+def test_roles_are_read_from_yaml_and_bad_roles_are_refused(robot, tmp_path):
+    path = tmp_path / "spheres.yaml"
+    path.write_text(json.dumps({"spheres": WORLD, "self_spheres": SELF, "ignore": []}))
+    spheres = RobotSpheres.from_yaml(robot, path)
+    assert spheres.roles == RobotSpheres.from_config(robot, WORLD, (), SELF).roles
+    plain = RobotSpheres.from_config(robot, WORLD)
+    assert set(plain.roles) == {"both"} and plain.world_mask.all()
+    with pytest.raises(ValueError, match="role"):
+        RobotSpheres.create(robot, ["panda_hand"], [[0, 0, 0]], [0.05], roles=["hand"])
+    with pytest.raises(ValueError, match="role"):
+        RobotSpheres.create(robot, ["panda_hand"], [[0, 0, 0]], [0.05], roles=[])
+
+
+def test_fine_set_covers_the_real_meshes_and_self_checks_with_the_default_set(robot):
+    """Every surface sample of the Panda's collision meshes (5 mm apart, our STL reader)
+    lies inside an obstacle sphere of its link; the self-collision spheres and pairs are the
+    default set's."""
+    fine = RobotSpheres.embedded("panda", robot, fine=True)
+    default = RobotSpheres.embedded("panda", robot)
+    assert fine.to_config("self") == default.to_config()
+    assert fine.n_pairs == default.n_pairs and fine.ignore == default.ignore
+    names = np.asarray(fine.link_names)
+    centers = np.asarray(fine.centers, np.float64)
+    radii = np.asarray(fine.radii, np.float64)
+    for link, points in mm.POINTS.items():
+        mine = (names == link) & fine.world_mask
+        assert mine.any(), link
+        reach = np.linalg.norm(points[:, None] - centers[mine][None], axis=-1) - radii[mine]
+        assert reach.min(axis=1).max() <= 5e-4, link  # within 0.5 mm of being inside
+
+
+def test_fine_set_clears_more_of_the_real_robots_goals():
+    """The generated MotionBenchMaker set's goal configurations are clear of the real
+    meshes (and robometrics' spheres) by construction: a tighter obstacle model calls more
+    of them clear. Problems with at least one clear goal configuration by the benchmark's
+    own count (panda_link0 not checked: it stands on the stand, as planning does)."""
+    import mbm_benchmark as mb
+    import mbm_problems as mp
+
+    problems = mp.load_problems(mp.GENERATED_SET)
+    counts = {}
+    for fine in (False, True):
+        planner = mb.make_planner(fine=fine)
+        clear = [int(mb.own_goals_clear(planner, p).split("/")[0]) for p in problems]
+        counts[fine] = sum(c > 0 for c in clear)
+    assert counts[True] >= 62 and counts[True] > counts[False] + 10, counts
