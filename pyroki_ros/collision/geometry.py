@@ -92,8 +92,11 @@ class RobotSpheres:
 
     @property
     def world_mask(self) -> np.ndarray:
-        """(S,) bool: the spheres checked against obstacles (role "both" or "world")."""
-        return np.array([role != "self" for role in self.roles], bool).reshape(-1)
+        """(S,) bool: the spheres checked against obstacles (role "both" or "world"; every
+        sphere when no roles are given)."""
+        if not self.roles:
+            return np.ones(self.n_spheres, bool)
+        return np.array([role != "self" for role in self.roles], bool)
 
     # --- constructors ----------------------------------------------------------------------
 
