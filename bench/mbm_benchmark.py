@@ -170,10 +170,20 @@ class ProblemResult:
         return self.planner_ok and not self.verdict.ok
 
 
+def configurations(planner: Planner, arm: np.ndarray) -> np.ndarray:
+    """(..., n) the robot's configurations of (..., 7) arm joint values, fingers open."""
+    arm = np.asarray(arm, np.float64)
+    index = {j: i for i, j in enumerate(mc.ARM_JOINTS)}
+    columns = [
+        arm[..., index[j]] if j in index else np.full(arm.shape[:-1], mc.FINGER_OPEN)
+        for j in planner.robot.joint_names
+    ]
+    return np.stack(columns, axis=-1)
+
+
 def start_configuration(planner: Planner, problem: mp.Problem) -> np.ndarray:
     """(n,) the problem's 7 arm joints in the robot's order, fingers open."""
-    values = dict(zip(mc.ARM_JOINTS, problem.start))
-    return np.array([values.get(j, mc.FINGER_OPEN) for j in planner.robot.joint_names])
+    return configurations(planner, problem.start)
 
 
 def run_problem(
@@ -237,7 +247,7 @@ def run_problem(
 
 
 def own_goals_clear(planner: Planner, problem: mp.Problem) -> str:
-    """ "k/K": how many of the problem's own goal configurations (``goal_ik``, clear of the
+    """``k/K``: how many of the problem's own goal configurations (``goal_ik``, clear of the
     real meshes and robometrics' spheres by construction) the planner's sphere model calls
     clear, by the planner's rule (``clearances``, the arm joints moving: ``panda_link0`` is
     not checked). 0/K: no goal search can succeed with this model unless it finds goal
@@ -247,11 +257,8 @@ def own_goals_clear(planner: Planner, problem: mp.Problem) -> str:
     goals = np.asarray(problem.goal_ik, np.float64).reshape(-1, 7)
     if planner.spheres is None or not len(goals):
         return "-"
-    names = planner.robot.joint_names
-    q = np.array(
-        [[dict(zip(mc.ARM_JOINTS, g)).get(j, mc.FINGER_OPEN) for j in names] for g in goals]
-    )
-    moving = np.isin(names, planner.arm)
+    q = configurations(planner, goals)
+    moving = np.isin(planner.robot.joint_names, planner.arm)
     d = planner.optimizer.clearances(q, to_world(problem), ContactRules(), moving)
     return f"{int((np.asarray(d) >= 0).sum())}/{len(goals)}"
 

@@ -21,7 +21,8 @@ mesh gets at most ``SPHERES_PER_MESH`` spheres from
 :func:`pyroki_ros.collision.fitting.fit_mesh_spheres`: centres inside the mesh (greedy cover,
 then gradient descent) minimising how far any sphere reaches beyond the mesh, radii covering
 vertices and surface samples exactly plus 1 mm; fewer spheres when the overshoot bound is
-already <= ``TOLERANCE``. The bound per link is printed. Primitive collision geometry (the
+already <= ``TOLERANCE`` (a target, not a guarantee: :func:`~pyroki_ros.collision.fitting.mesh_overshoot`
+measures a fit's bound; this tool does not print it). Primitive collision geometry (the
 Panda's finger boxes) is covered exactly by :func:`pyroki_ros.collision.cover_box` and friends. Link names
 and frames of the original and the mesh-free URDF are the same (checked).
 

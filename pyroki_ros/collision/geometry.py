@@ -167,8 +167,10 @@ class RobotSpheres:
                 is not finite and > 0.
         """
         names, centers, radii, roles = [], [], [], []
-        parts = [(mapping, "both" if self_mapping is None else "world")]
-        parts += [] if self_mapping is None else [(self_mapping, "self")]
+        if self_mapping is None:
+            parts = [(mapping, "both")]
+        else:
+            parts = [(mapping, "world"), (self_mapping, "self")]
         for part, role in parts:
             for link, spheres in part.items():
                 if link not in robot.link_names:
@@ -220,9 +222,8 @@ class RobotSpheres:
         4 spheres per link mesh (Panda: 48, centred near the surface, so they bulge past the
         mesh by centimetres), and with ``fine`` ``<name>_spheres_fine.yaml`` from
         ``tools/fit_collision_spheres.py``: up to 24 spheres per mesh for obstacles (Panda:
-        238, centred inside, each reaching past the mesh by at most the bound the tool
-        prints, 5 mm where 24 spheres suffice) and the default set for self-collision (role
-        "self"). Grasps in clutter that the default set sees as collisions become feasible;
+        238, centred inside, fitted to a 5 mm overshoot target) and the default set for
+        self-collision (role "self"). Grasps in clutter that the default set sees as collisions become feasible;
         plans cost more (docs/benchmarks/mbm.md and mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path
