@@ -16,8 +16,11 @@ Protocol:
   the robot's stand included
   (``--drop-stand`` leaves it out of the planner's world, never out of the check). When
   ``plan`` takes ``contacts`` it is left at its default and said so in the report;
-* first plan: the first problem planned once by a fresh optimiser before the timed pass
-  (compiles); then every problem once, timed with ``time.perf_counter`` around ``plan``;
+* warm-up: a fresh optimiser's ``warm_up`` (as the node runs at start: a plan and the whole
+  goal search) on the first problem, or a plan of it for a commit without ``warm_up``; then
+  every problem once, timed with ``time.perf_counter`` around ``plan``, with the seconds JAX
+  spent compiling during it (tracing, lowering and XLA, by ``jax.monitoring``'s events: every
+  program, the optimiser's, the IK's and the clearance checks');
 * independent check (``test/mbm_check.py``): goal within 1 mm / 1 degree by a float64 numpy FK,
   joint limits, robometrics' Franka spheres (not the planner's) at distance >= 0 from the exact
   cuboids and cylinders (``panda_link0``'s excepted), robometrics' self-collision rule, along
@@ -26,8 +29,8 @@ Protocol:
 
 Per set and family: plans the planner calls successful, paths that pass the check, both
 (the success that counts), false successes (planner yes, check no), plan time median / p95 /
-max, the family's first plan in the timed pass (a new compile shows there), and the median
-joint-space path length (sum over segments of the 7 arm joints' Euclidean step, rad).
+max, the family's first plan in the timed pass, the compile seconds inside the timed plans, and
+the median joint-space path length (sum over segments of the 7 arm joints' Euclidean step, rad).
 
 Usage (repository root)::
 
@@ -71,7 +74,9 @@ class Planner:
     notes: tuple[str, ...]  # how the API was used, for the report
 
 
-def make_planner(fine: bool = False, timeout: float = 0.0) -> Planner:
+def make_planner(
+    fine: bool = False, timeout: float = 0.0, buckets: tuple[int, ...] | None = None
+) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
@@ -79,7 +84,8 @@ def make_planner(fine: bool = False, timeout: float = 0.0) -> Planner:
 
     robot = Robot.from_urdf(urdf_path("panda"))
     spheres = RobotSpheres.embedded("panda", robot, fine=fine)
-    optimizer = TrajectoryOptimizer(robot, spheres)
+    options = {} if buckets is None else {"obstacle_buckets": buckets}
+    optimizer = TrajectoryOptimizer(robot, spheres, **options)
     arm = tuple(j for j in robot.joint_names if j in mc.ARM_JOINTS)
     params = inspect.signature(optimizer.plan).parameters
     notes = [
@@ -88,6 +94,8 @@ def make_planner(fine: bool = False, timeout: float = 0.0) -> Planner:
             f"({spheres.n_spheres} spheres), not robometrics'"
         ),
     ]
+    if buckets is not None:
+        notes.append(f"`obstacle_buckets={tuple(buckets)}` (obstacles per kind padded to these)")
     if "contacts" in params:
         default = params["contacts"].default
         notes.append(f"`contacts` left at its default ({default!r})")
@@ -152,7 +160,7 @@ def to_world(problem: mp.Problem, drop_stand: bool = False, capsules: bool = Fal
 @dataclasses.dataclass(frozen=True)
 class ProblemResult:
     """One planned problem: the planner's word, the independent verdict, wall time (s),
-    joint-space path length (rad, arm joints), the planner's message, programs compiled."""
+    joint-space path length (rad, arm joints), the planner's message, compile seconds."""
 
     name: str
     family: str
@@ -162,7 +170,7 @@ class ProblemResult:
     seconds: float
     path_length: float
     message: str
-    new_programs: int = 0  # programs the optimiser compiled during this plan (-1: unknown)
+    compile_seconds: float = 0.0  # JAX compile time (tracing, lowering, XLA) inside the plan
     own_goals_clear: str = ""  # "k/K": the problem's goal_ik clear by the planner's spheres
 
     @property
@@ -201,7 +209,7 @@ def run_problem(
     start = start_configuration(planner, problem)
     world = to_world(problem, drop_stand)
     goal = [O.pose(mc.GOAL_LINK, np.asarray(problem.goal_pose))]
-    programs = _programs(planner)
+    compiling = COMPILE_CLOCK.seconds
     t0 = time.perf_counter()
     try:
         plan = planner.optimizer.plan(
@@ -225,9 +233,10 @@ def run_problem(
             seconds,
             math.nan,
             message,
-            _programs(planner) - programs if programs >= 0 else -1,
+            COMPILE_CLOCK.seconds - compiling,
         )
     seconds = time.perf_counter() - t0
+    compile_seconds = COMPILE_CLOCK.seconds - compiling
     names = list(planner.robot.joint_names)
     path = np.asarray(plan.path, np.float64)[:, [names.index(j) for j in mc.PANDA.joint_names]]
     verdict = mc.check_path(path, problem.goal_pose, problem.scene)
@@ -241,9 +250,32 @@ def run_problem(
         seconds,
         length,
         str(getattr(plan, "message", "")),
-        _programs(planner) - programs if programs >= 0 else -1,
+        compile_seconds,
         own_goals_clear(planner, problem) if hasattr(planner.optimizer, "clearances") else "",
     )
+
+
+def warm(planner: Planner, problem: mp.Problem, num_steps: int, drop_stand: bool) -> str:
+    """Compiles before the timed pass as the node does at start: ``warm_up`` (a plan and the
+    whole goal search) on the problem and on its boxes alone (the node warms boxes with
+    cylinders and boxes alone); a plan of it where the optimiser has no ``warm_up`` (an older
+    commit benchmarked). Returns which it ran."""
+    from pyroki_ros import objectives as O
+
+    if not hasattr(planner.optimizer, "warm_up"):
+        run_problem(planner, problem, num_steps=num_steps, drop_stand=drop_stand)
+        return "a plan"
+    boxes_only = dataclasses.replace(problem, cylinders=())
+    for scene in (problem, boxes_only) if problem.cylinders else (problem,):
+        planner.optimizer.warm_up(
+            start_configuration(planner, scene),
+            [O.pose(mc.GOAL_LINK, np.asarray(scene.goal_pose))],
+            world=to_world(scene, drop_stand),
+            num_steps=num_steps,
+            active_joints=planner.arm,
+            **planner.plan_options,
+        )
+    return "`warm_up` (its scene, and its boxes alone: the node's warm-up kinds)"
 
 
 def own_goals_clear(planner: Planner, problem: mp.Problem) -> str:
@@ -263,9 +295,28 @@ def own_goals_clear(planner: Planner, problem: mp.Problem) -> str:
     return f"{int((np.asarray(d) >= 0).sum())}/{len(goals)}"
 
 
-def _programs(planner: Planner) -> int:
-    """Compiled programs the optimiser holds (-1 when it does not say)."""
-    return int(getattr(planner.optimizer, "compiled_programs", -1))
+class CompileClock:
+    """Seconds JAX has spent compiling in this process: tracing, lowering to MLIR and the
+    backend (XLA) compile of every jitted program, from ``jax.monitoring``'s duration events."""
+
+    EVENTS = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
+
+    def __init__(self):
+        self.seconds = 0.0
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(self._event)
+
+    def _event(self, event: str, duration: float, **_) -> None:
+        if event in self.EVENTS:
+            self.seconds += duration
+
+
+COMPILE_CLOCK = CompileClock()
 
 
 def summarize(results: Sequence[ProblemResult]) -> dict:
@@ -281,11 +332,7 @@ def summarize(results: Sequence[ProblemResult]) -> dict:
         "p95_ms": float(np.percentile(ms, 95)),
         "max_ms": float(ms.max()),
         "first_ms": float(ms[0]),
-        "new_programs": (
-            sum(r.new_programs for r in results)
-            if all(r.new_programs >= 0 for r in results)
-            else -1
-        ),
+        "compile_s": float(sum(r.compile_seconds for r in results)),
         "path_length": float(np.median(lengths)) if lengths else math.nan,
     }
 
@@ -348,16 +395,16 @@ def markdown(
             "limits, robometrics' Franka spheres except `panda_link0`'s at distance >= 0 from "
             "the exact cuboids and cylinders, self-collision by robometrics' rule, >= 20 "
             "points per segment); *both*: the success that counts; *false success*: planner "
-            "yes, check no. Times per plan after a first plan that compiled "
-            f"({meta['first_plan_s']:.1f} s, `{meta['first_problem']}`); *first*: the family's "
-            "first plan in the timed pass; *compiled*: programs the optimiser compiled during the "
-            "timed pass (`compiled_programs` grew: a new obstacle-count bucket or problem "
-            "structure). Path length: median joint-space length (rad)."
+            "yes, check no. Times per plan after a warm-up "
+            f"({meta['first_plan_s']:.1f} s, {meta['warm_up']} of `{meta['first_problem']}`); "
+            "*first*: the family's first plan in the timed pass; *compile*: seconds JAX spent "
+            "compiling inside the timed plans (tracing, lowering, XLA: a new obstacle-count "
+            "bucket or problem structure). Path length: median joint-space length (rad)."
         ),
         "",
         (
             "| set | family | problems | planner | check | both | false success | median | p95 "
-            "| max | first | compiled | path length |"
+            "| max | first | compile | path length |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -368,7 +415,7 @@ def markdown(
             f"| {label} | {family} | {n} | {pct(s['planner_ok'], n)} | {pct(s['check_ok'], n)} "
             f"| {pct(s['both_ok'], n)} | {s['false_success']} | {s['median_ms']:.0f} ms "
             f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['first_ms']:.0f} ms "
-            f"| {s['new_programs'] if s['new_programs'] >= 0 else '?'} "
+            f"| {s['compile_s']:.1f} s "
             f"| {s['path_length']:.2f} |"
         )
 
@@ -430,7 +477,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=2.0,
         help="the plan's budget, s (default 2: the failure time the issue asks for; 0 = none)",
     )
+    parser.add_argument(
+        "--obstacle-buckets",
+        default="0,16,64",
+        help="TrajectoryOptimizer(obstacle_buckets=...), comma-separated ('' for its default)",
+    )
     args = parser.parse_args(argv)
+    buckets = (
+        tuple(int(b) for b in args.obstacle_buckets.split(",")) if args.obstacle_buckets else None
+    )
     families = args.families.split(",") if args.families else None
     for name in families or ():
         if name not in mp.FAMILIES:
@@ -441,12 +496,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_start = loadavg()
 
-    planner = make_planner(fine=args.fine_spheres, timeout=args.timeout)
+    planner = make_planner(fine=args.fine_spheres, timeout=args.timeout, buckets=buckets)
     first_label, first = chosen[0]
     t0 = time.perf_counter()
-    run_problem(planner, first, num_steps=args.steps, drop_stand=args.drop_stand)
+    warm_up = warm(planner, first, num_steps=args.steps, drop_stand=args.drop_stand)
     first_plan_s = time.perf_counter() - t0
-    print(f"first plan ({first_label} {first.name}, compiles): {first_plan_s:.1f} s", flush=True)
+    print(f"{warm_up} ({first_label} {first.name}, compiles): {first_plan_s:.1f} s", flush=True)
 
     results = []
     for label, problem in chosen:
@@ -457,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{label} {r.name}: planner {'yes' if r.planner_ok else 'no'}, check "
             f"{'yes' if r.verdict.ok else 'no'} {r.verdict.reason}, {r.seconds:.2f} s, "
-            f"{r.new_programs} new program(s)",
+            f"{r.compile_seconds:.1f} s compiling",
             flush=True,
         )
 
@@ -478,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notes": planner.notes,
         "first_plan_s": first_plan_s,
         "first_problem": f"{first_label} {first.name}",
+        "warm_up": warm_up,
         "load_start": load_start,
         "load_end": loadavg(),
     }

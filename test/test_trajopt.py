@@ -185,11 +185,14 @@ def test_chain_cost_of_a_smooth_path_far_from_zero_is_accurate_in_float32():
 # --- collision residuals ---------------------------------------------------------------------
 
 
-def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobians():
-    """The planner's collision residuals at random configurations: per sphere the hinge of
-    its nearest obstacle's distance, per self group (link pair) the hinge of its nearest
-    sphere pair's, both from the numpy reference (reference FK); the Jacobian against central
-    differences of those reference hinges."""
+@pytest.mark.parametrize("roles", [False, True], ids=["one role", "three roles"])
+def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobians(roles):
+    """The planner's collision residuals at random configurations: per sphere checked against
+    obstacles the hinge of its nearest obstacle's distance, per self group (link pair) the
+    hinge of its nearest sphere pair's, both from the numpy reference (reference FK); the
+    Jacobian against central differences of those reference hinges. With roles (the
+    default set's spheres in turn "both", "world", "self"), only the spheres with an
+    obstacle role have obstacle rows and only those with a self role are in pairs."""
     import collision_reference as ref
 
     from pyroki_ros.collision import CollisionTerms
@@ -202,6 +205,11 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
     with jax.enable_x64(True):
         robot = Robot.from_urdf(urdf_path("panda"), dtype=jnp.float64)
         spheres = RobotSpheres.embedded("panda", robot)
+        if roles:
+            cycle = [("both", "world", "self")[i % 3] for i in range(spheres.n_spheres)]
+            spheres = RobotSpheres.create(
+                robot, spheres.link_names, spheres.centers, spheres.radii, spheres.ignore, cycle
+            )
         padded = World.create(**obstacles, dtype=jnp.float64).padded(WORLD_BUCKETS)
         collide = CollisionTerms(robot, spheres)
         everything = (  # every pair checked, as in the reference
@@ -227,7 +235,8 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
 
     def reference(q):
         c = ref.sphere_centers(model.urdf, model.links, model.centers, q)
-        d_world = ref.world_distances(c, model.radii, obstacles).min(axis=1)
+        on = model.world  # the spheres checked against obstacles
+        d_world = ref.world_distances(c[on], model.radii[on], obstacles).min(axis=1)
         gaps = np.linalg.norm(c[first] - c[second], axis=-1) - model.radii[first]
         d_self = np.where(pad > 0, np.inf, gaps - model.radii[second]).min(axis=1)
         d = np.concatenate([d_world, d_self])

@@ -77,6 +77,11 @@ class CollisionTerms:
             words.append((on_path[:, chunk] * (1 << np.arange(len(chunk)))).sum(1).astype(np.int32))
         self._link_bits = words  # per word (S,)
         self._has_pairs = spheres.self_pairs.shape[0] > 0
+        # The spheres checked against obstacles (a set with self-only spheres: only these get
+        # an obstacle row; static indices, so the compiled program computes nothing for the
+        # others). None: all of them.
+        world = np.flatnonzero(spheres.world_mask)
+        self._world = None if len(world) == len(links) else world
 
     def centers_t(self, frames) -> tuple[jax.Array, ...]:
         """Sphere centres, three (S, B) arrays."""
@@ -86,11 +91,21 @@ class CollisionTerms:
         rotated = k.rotate(tuple(c[idx] for c in quat), local)
         return tuple(r + p[idx] for r, p in zip(rotated, pos))
 
+    def world_part(self, centers, checked: jax.Array):
+        """The centres (three (W, B)) and checked obstacle pairs (W, O) of the W spheres
+        checked against obstacles, of all centres (three (S, B)) and pairs (S, O)."""
+        if self._world is None:
+            return centers, checked
+        return tuple(c[self._world] for c in centers), checked[self._world]
+
     def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
-        """d centre / d q as three tuples (x, y, z rows) of n arrays (S, B): a revolute joint
-        moves a centre by axis x lever, a prismatic one along its axis; mimic joints add
-        their multiple. Element-wise only (tiny dots cost more than they compute on a CPU)."""
+        """d centre / d q as three tuples (x, y, z rows) of n arrays (W, B) for the centres
+        of the spheres checked against obstacles (three (W, B), :meth:`world_part`): a
+        revolute joint moves a centre by axis x lever, a prismatic one along its axis; mimic
+        joints add their multiple. Element-wise only (tiny dots cost more than they compute
+        on a CPU)."""
         robot = self.robot
+        on_path = self._on_path if self._world is None else self._on_path[self._world]
         quat, pos = frames
         q_index = np.asarray(robot.q_index)
         types = np.asarray(robot.joint_type)
@@ -99,7 +114,7 @@ class CollisionTerms:
         for j in range(robot.n_joints):
             total = None
             for link in np.flatnonzero(q_index == j):
-                moves = self._on_path[:, link]
+                moves = on_path[:, link]
                 if not moves.any():
                     continue
                 lq = tuple(c[link] for c in quat)
@@ -120,14 +135,16 @@ class CollisionTerms:
         return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
 
     def nearest_obstacle_t(self, centers, world: World, checked: jax.Array):
-        """Per sphere the signed distance to its nearest checked obstacle (S, B) and its
-        gradient with respect to the centre (three (S, B)); inf and zeros without obstacles.
-        ``checked``: (S, O) (:func:`checked_pairs`)."""
+        """Per sphere checked against obstacles (:meth:`world_part`) the signed distance to
+        its nearest checked obstacle (W, B) and its gradient with respect to the centre
+        (three (W, B)); inf and zeros without obstacles. ``centers``: three (W, B);
+        ``checked``: (W, O) (:func:`checked_pairs`)."""
         if world.n_obstacles == 0:
             inf = jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
             return inf, tuple(jnp.zeros_like(c) for c in centers)
         d, grad = nearest_obstacle_t(centers, world, checked[:, None, :])
-        return d - self.spheres.radii[:, None], grad
+        radii = self.spheres.radii if self._world is None else self.spheres.radii[self._world]
+        return d - radii[:, None], grad
 
     def nearest_pairs_t(self, centers, checked: jax.Array):
         """Per self-collision group (:func:`self_pair_groups`) its nearest checked sphere
@@ -176,9 +193,10 @@ class CollisionTerms:
         return rates
 
     def distances_t(self, centers, world: World, world_checked, self_checked):
-        """Per sphere its smallest checked obstacle distance (S, B), per self pair (P, B)
-        (inf where not checked)."""
-        world_d = self.nearest_obstacle_t(centers, world, world_checked)[0]
+        """Per sphere checked against obstacles its smallest checked obstacle distance (W, B),
+        per self pair (P, B) (inf where not checked)."""
+        world_centers, world_checked = self.world_part(centers, world_checked)
+        world_d = self.nearest_obstacle_t(world_centers, world, world_checked)[0]
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
         radii = self.spheres.radii[:, None]
@@ -200,17 +218,18 @@ class CollisionTerms:
         (world (S, O), self (P,)) pairs that count (:func:`checked_pairs`)."""
         frames = k.frames_t(self.robot, q_t)
         centers = self.centers_t(frames)
-        jac = self.center_jacobian_t(frames, centers)  # [xyz][joint] (S, B)
+        world_centers, world_checked = self.world_part(centers, checked[0])
+        jac = self.center_jacobian_t(frames, world_centers)  # [xyz][joint] (W, B)
         n = len(jac[0])
         flat = k.materialize(tuple(x for row in jac for x in row))
         jac = tuple(flat[i * n : (i + 1) * n] for i in range(3))
 
-        world_d, grad = self.nearest_obstacle_t(centers, world, checked[0])
+        world_d, grad = self.nearest_obstacle_t(world_centers, world, world_checked)
         active = (world_d < margin) * -jnp.sqrt(w_world)
         r_world = jnp.sqrt(w_world) * jax.nn.relu(margin - world_d)
         j_world = jnp.stack(
             [active * sum(g * jac[i][j] for i, g in enumerate(grad)) for j in range(n)], 1
-        )  # (S, n, B)
+        )  # (W, n, B)
         if not self._has_pairs:
             return r_world, j_world, jnp.min(world_d, 0)
         self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers, checked[1])

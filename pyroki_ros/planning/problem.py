@@ -322,7 +322,11 @@ def clearances(
     """(B,) smallest checked clearance of configurations q (B, n) to the world and between
     self pairs (``*_checked`` from :func:`col.checked_pairs`)."""
     centers = col.sphere_centers(robot, spheres, q)
-    d = col.world_distances(centers, spheres.radii, world, world_checked)
+    radii, world_centers = spheres.radii, centers
+    on = spheres.world_mask  # static: self-only spheres get no obstacle distances
+    if not on.all():
+        radii, world_centers, world_checked = radii[on], centers[:, on], world_checked[on]
+    d = col.world_distances(world_centers, radii, world, world_checked)
     smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
     if spheres.n_pairs:
         pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)

@@ -55,6 +55,7 @@ from pyroki_ros.planning.retarget import retarget, retarget_memory_bytes
 from pyroki_ros.solver import damping, lm
 
 __all__ = [
+    "COARSE_WORLD_BUCKETS",
     "EARLY_STOP",
     "GOAL_IN_COLLISION",
     "GOAL_SEEDS",
@@ -71,9 +72,14 @@ __all__ = [
     "trajectory_memory_bytes",
 ]
 
-# Obstacles per kind are padded up to these counts (few programs, little padding: every
-# padded slot costs a distance per sphere and configuration in the inner loop).
+# Obstacles per kind are padded up to these counts (TrajectoryOptimizer's obstacle_buckets):
+# every padded slot costs a distance per sphere and configuration in the inner loop, every
+# new bucket a compile (10-20 s on a CPU). WORLD_BUCKETS, the default: small steps, the least
+# padding (random scenes of 10 obstacles: 12 slots; bench/trajopt_benchmark.py).
+# COARSE_WORLD_BUCKETS: few structures for scenes that vary (the MotionBenchMaker sets in two:
+# bench/mbm_benchmark.py --obstacle-buckets), more slots (32 for those random scenes).
 WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+COARSE_WORLD_BUCKETS = (0, 16, 64)
 
 
 class TrajectoryOptimizer:
@@ -93,16 +99,22 @@ class TrajectoryOptimizer:
         device: str | None = None,
         dense_samples: int = 4,
         max_programs: int = 32,
+        obstacle_buckets: tuple[int, ...] = WORLD_BUCKETS,
     ):
         """``max_programs``: compiled programs kept; past it the least recently used one is
         dropped with its memory (each request structure compiles one, so a client that varies
-        structures cannot grow the process without bound)."""
+        structures cannot grow the process without bound). ``obstacle_buckets``: the counts
+        each obstacle kind is padded up to (:meth:`World.padded`); coarser buckets
+        (:data:`COARSE_WORLD_BUCKETS`) compile fewer programs for scenes that vary, at the
+        cost of more padded slots per plan."""
         self.robot = robot
         self.spheres = spheres
         self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
         self.dense_samples = dense_samples
         self._collide = CollisionTerms(robot, spheres)
         self.max_programs = max_programs
+        self.obstacle_buckets = tuple(int(b) for b in obstacle_buckets)
+        col.World.empty().padded(self.obstacle_buckets)  # a bad list fails here, not in a plan
         self.programs_built = 0  # programs created so far (each compiles on its first call)
         # Wall seconds per LM iteration of the last optimisation with T knots that compiled
         # nothing (plan budgets turn the time left into an iteration limit).
@@ -170,7 +182,7 @@ class TrajectoryOptimizer:
         if cached is not None and cached[0] is world:
             return cached[1]
         dt = self._dtype
-        padded = jax.tree.map(lambda a: jnp.asarray(a, dt), world.padded(WORLD_BUCKETS))
+        padded = jax.tree.map(lambda a: jnp.asarray(a, dt), world.padded(self.obstacle_buckets))
         self._world_cache = (world, padded)
         return padded
 

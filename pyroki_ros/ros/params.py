@@ -416,8 +416,9 @@ PARAMETERS = (
         "warmup_plan",
         False,
         "Compile the planner's programs in the background after a model loads (a pose goal "
-        "for tip_link with trajectory_num_steps knots, without obstacles and among boxes and "
-        "cylinders), so that the first ~/plan_trajectory does not wait for those compiles.",
+        "for tip_link with trajectory_num_steps knots, without obstacles, among boxes and "
+        "cylinders and among boxes alone, up to 16 of each), so that the first "
+        "~/plan_trajectory does not wait for those compiles.",
         read_only=True,
     ),
     Param(

@@ -22,7 +22,7 @@ import numpy as np
 
 from pyroki_ros import collision as col
 from pyroki_ros.planning import timing
-from pyroki_ros.planning.trajopt import PlanResult, TrajectoryOptimizer
+from pyroki_ros.planning.trajopt import COARSE_WORLD_BUCKETS, PlanResult, TrajectoryOptimizer
 from pyroki_ros.planning.trajopt import retarget as retarget_motion
 from pyroki_ros.robots import AVAILABLE
 from pyroki_ros.ros.model import LoadedModel
@@ -57,8 +57,15 @@ class Planner:
     def __init__(self, model: LoadedModel, collision_spheres: str):
         self.model = model
         spheres, self.note = load_spheres(model, collision_spheres)
+        # Coarse obstacle buckets: a node serves a planning scene that changes, and every
+        # scene of up to 16 boxes and cylinders then plans with the programs its warm-up
+        # compiled (:func:`warm_up`) instead of compiling for a new count.
         self.optimizer = TrajectoryOptimizer(
-            model.robot, spheres, device=model.device.platform, max_programs=model.max_programs
+            model.robot,
+            spheres,
+            device=model.device.platform,
+            max_programs=model.max_programs,
+            obstacle_buckets=COARSE_WORLD_BUCKETS,
         )
         self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
         # Retargeting structures compiled (retarget_key), least recently used first; as many
@@ -106,8 +113,9 @@ class Planners:
 def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     """Compiles what the first plans of this model need, before any request (node parameter
     ``warmup_plan``): a pose goal for the model's tip with ``num_steps`` knots, without
-    obstacles and among boxes and cylinders (the planning scene's usual kinds; other
-    kinds and counts past the first bucket compile on their first use). Returns seconds."""
+    obstacles, among boxes and cylinders and among boxes alone (the planning scene's usual
+    kinds, up to 16 of each: :data:`COARSE_WORLD_BUCKETS`; other kinds and more obstacles
+    compile on their first use). Returns seconds."""
     import time
 
     from pyroki_ros import objectives as O
@@ -130,6 +138,7 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
             cylinder_radii=[0.05],
             cylinder_half_heights=[0.1],
         ),
+        col.World.create(box_poses=[far], box_half_extents=[[0.1, 0.1, 0.1]]),
     )
     objectives = (O.pose(model.tip_link, goal),)
     for world in scenes:
