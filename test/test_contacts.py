@@ -251,3 +251,52 @@ def test_the_plan_budget_bounds_the_goal_search(panda):
     cut = plan(timeout=1e-3)
     assert cut.reason == GOAL_IN_COLLISION and "cut short" in cut.message
     assert cut.solve_seconds < full.solve_seconds
+
+
+def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing():
+    """``warm_up`` on a scene compiles what later plans among the same kinds of obstacles
+    need, other counts in the same buckets included: a plan that succeeds and one whose goal
+    collides (its named contact, the whole goal search) spend no time compiling, by JAX's
+    own compile events."""
+    import jax
+
+    from pyroki_ros.planning.trajopt import COARSE_WORLD_BUCKETS
+
+    robot = Robot.from_urdf(urdf_path("panda"))
+    planner = TrajectoryOptimizer(
+        robot, RobotSpheres.embedded("panda", robot), obstacle_buckets=COARSE_WORLD_BUCKETS
+    )
+    compiled = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: (
+            compiled.append(seconds)
+            if event == "/jax/core/compile/backend_compile_duration"
+            else None
+        )
+    )
+    from ik_reference import pose7
+
+    from pyroki_ros import objectives as O
+
+    start, target = START, pose7(check.link_pose(GOAL, "panda_hand"))
+
+    def boxes(count: int, blocking: bool = False) -> World:
+        places = [[-0.6, y, 0.1] for y in np.linspace(-0.7, 0.7, count)]
+        sizes = [[0.05, 0.05, 0.05]] * count
+        if blocking:  # a small box at the goal's hand: every goal configuration collides
+            places, sizes = places + [list(target[4:])], sizes + [[0.02, 0.02, 0.02]]
+        return World.create(
+            box_poses=[[1.0, 0.0, 0.0, 0.0, *p] for p in places], box_half_extents=sizes
+        )
+
+    goal_objective = [O.pose("panda_hand", target)]
+    planner.warm_up(start, goal_objective, world=boxes(3), num_steps=32)
+    scenes = boxes(9), boxes(6, blocking=True)  # made first: World.create converts on the device
+    before = len(compiled)
+    clear = planner.plan(start, goal_objective, world=scenes[0], num_steps=32)
+    assert clear.success, clear.message
+    blocked = planner.plan(start, goal_objective, world=scenes[1], num_steps=32)
+    assert not blocked.success and "IK solutions of the goal collide" in blocked.message, (
+        blocked.message
+    )
+    assert len(compiled) == before, f"{len(compiled) - before} programs compiled after warm_up"

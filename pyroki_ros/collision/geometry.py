@@ -538,9 +538,10 @@ class World:
             fit = [b for b in buckets if b >= n]
             return fit[0] if fit else -(-n // buckets[-1]) * buckets[-1]
 
-        def pad(a, n, fill):
-            extra = jnp.broadcast_to(jnp.asarray(fill, a.dtype), (n - a.shape[0], *a.shape[1:]))
-            return jnp.concatenate([a, extra], axis=0)
+        def pad(a, n, fill):  # on the host: no program to compile per obstacle count
+            a = np.asarray(a)
+            extra = np.broadcast_to(np.asarray(fill, a.dtype), (n - a.shape[0], *a.shape[1:]))
+            return jnp.asarray(np.concatenate([a, extra], axis=0))
 
         ns, nc, nb, nh, ny = (size(n) for n in self.counts)
         far3 = [FAR, FAR, FAR]

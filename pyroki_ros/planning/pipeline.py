@@ -373,15 +373,20 @@ def warm_up(
     **options,
 ) -> PlanResult:
     """Compiles what plans of this structure (knots, obstacle buckets, goal objectives) need,
-    before they are asked for: one :func:`plan` (``options`` passed on) and, for a pose
-    goal, the whole goal search, which a plan asks for only when its first goal
-    configuration does not do. Returns the plan's result."""
+    before they are asked for: one :func:`plan` (``options`` passed on), the named contact
+    of a failure's message, the global step's clearance check and, for a pose goal, the
+    whole goal search, which a plan asks for only when its first goal configuration does
+    not do. Returns the plan's result."""
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
+    contacts = options.get("contacts", col.DEFAULT_CONTACTS)
+    q = _checked_start(planner.robot, start)
+    planner.deepest_contact(q, world, contacts)  # its program
+    moving = planner.robot.active_mask(None)
+    planner.clearances(q[None], world, contacts, moving, rows=rrt.CHUNK)  # the global step's
     objectives = _goal_objectives(goal)
     if objectives:
         goal_search.search(
-            planner, objectives, _checked_start(planner.robot, start), None, world,
-            options.get("contacts", col.DEFAULT_CONTACTS), planner.robot.active_mask(None),
+            planner, objectives, q, None, world, contacts, moving,
             np.random.default_rng(0), t_count=int(num_steps),
         )  # fmt: skip
     return result

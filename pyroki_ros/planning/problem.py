@@ -311,6 +311,22 @@ def batch_specs(p: Problem, starts: jax.Array) -> tuple:
     return split, devices.ROWS
 
 
+def contact_distances(
+    robot: Robot,
+    spheres: col.RobotSpheres,
+    q: jax.Array,
+    world: col.World,
+    world_checked: jax.Array,
+    self_checked: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Signed distances of configuration q (n,), inf where not checked
+    (:func:`col.checked_pairs`): each sphere to each obstacle (S, O) and each self pair
+    (P,), for the named answer of :func:`clearances`' rule (which pair is closest)."""
+    centers = col.sphere_centers(robot, spheres, q)
+    world_d = col.world_distances(centers, spheres.radii, world, world_checked)
+    return world_d, col.self_distances(centers, spheres.radii, spheres, self_checked)
+
+
 def clearances(
     robot: Robot,
     spheres: col.RobotSpheres,

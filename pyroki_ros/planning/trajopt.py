@@ -48,6 +48,7 @@ from pyroki_ros.planning.problem import (
     Weights,
     batch_specs,
     clearances,
+    contact_distances,
     solve_starts,
     structure_key,
 )
@@ -80,6 +81,10 @@ __all__ = [
 # bench/mbm_benchmark.py --obstacle-buckets), more slots (32 for those random scenes).
 WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 COARSE_WORLD_BUCKETS = (0, 16, 64)
+# Configurations per call of the compiled clearance check (clearance_function): a plan's
+# start or ends (<= 8), the goal search's seeds (32). A row costs microseconds, a program
+# about a second to compile.
+CLEARANCE_ROWS = (8, 32)
 
 
 class TrajectoryOptimizer:
@@ -123,6 +128,7 @@ class TrajectoryOptimizer:
         self._world_cache: tuple[col.World, col.World] | None = None
         self._empty_world = col.World.empty()
         self._clearance_program = jax.jit(functools.partial(clearances, robot, spheres))
+        self._contacts = jax.jit(functools.partial(contact_distances, robot, spheres))
         self._lock = threading.Lock()
         self._dtype = np.dtype(robot.dtype)
         from pyroki_ros.ik import IKSolver
@@ -398,8 +404,7 @@ class TrajectoryOptimizer:
         rows: int = 1,
     ) -> np.ndarray:
         """(B,) smallest checked clearance of configurations q (B, n): one compiled call (the
-        named answer, :meth:`deepest_contact`, runs eagerly: ~40 ms, only when needed);
-        ``rows``: see :meth:`clearance_function`."""
+        named answer: :meth:`deepest_contact`); ``rows``: see :meth:`clearance_function`."""
         return self.clearance_function(world, contacts, moving)(q, rows)
 
     def clearance_function(
@@ -407,11 +412,12 @@ class TrajectoryOptimizer:
     ) -> Callable[[np.ndarray], np.ndarray]:
         """The smallest checked clearance (m) as a function of configurations q (B, n) ->
         (B,), for one world and contact rule (the padding and the checked pairs made once:
-        a sampling planner calls it many times). B is padded to the next power of two (the
-        first row repeated), so callers whose batch varies (IK solutions that reached a goal,
-        a plan's ends) compile a handful of programs, not one per size; to at least ``rows``
-        (the function's second argument) for a caller that wants one program whatever its
-        count (the goal search: its seed count)."""
+        a sampling planner calls it many times). B is padded to one of :data:`CLEARANCE_ROWS`
+        (past the last, to the next power of two; the first row repeated), so callers whose
+        batch varies (IK solutions that reached a goal, a plan's ends) share two programs
+        that the warm-up compiles, not one per size; to at least ``rows`` (the function's
+        second argument) for a caller that wants one program whatever its count (the goal
+        search: its seed count)."""
         world = self._empty_world if world is None else world
         padded = self._padded_world(world)
         checked = self._checked(world, padded, contacts, np.asarray(moving, bool))
@@ -420,7 +426,9 @@ class TrajectoryOptimizer:
         def clearance(q: np.ndarray, rows: int = 1) -> np.ndarray:
             q = np.asarray(q, dt)
             count = len(q)
-            size = 1 << (max(count, rows, 1) - 1).bit_length()
+            need = max(count, rows, 1)
+            fit = [b for b in CLEARANCE_ROWS if b >= need]
+            size = fit[0] if fit else 1 << (need - 1).bit_length()
             if size > count:
                 q = np.concatenate([q, np.repeat(q[:1], size - count, 0)])
             return np.asarray(program(jnp.asarray(q), padded, *checked))[:count]
@@ -436,24 +444,45 @@ class TrajectoryOptimizer:
     ) -> tuple[float, str, str]:
         """The smallest checked clearance of configuration ``q`` (n,) (m, < 0: penetration)
         and what it is between: (distance, link, obstacle name or other link); (inf, "", "")
-        when nothing is checked. Uses the rule of :func:`col.checked_pairs`, as planning does.
-        """
+        when nothing is checked. Uses the rule of :func:`col.checked_pairs`, as planning does,
+        and the padded world of the plan's programs (one compiled program per bucket)."""
         if self.spheres is None:
             return math.inf, "", ""
         world = self._empty_world if world is None else world
         moving = np.ones(self.robot.n_joints, bool) if moving is None else moving
-        world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
-        centers = col.sphere_centers(self.robot, self.spheres, jnp.asarray(q, self._dtype))
-        radii = self.spheres.radii
+        padded = self._padded_world(world)
+        world_ok, self_ok = self._checked(world, padded, contacts, np.asarray(moving, bool))
+        q = jnp.asarray(np.asarray(q, self._dtype))
+        world_d, self_d = (
+            np.asarray(d, np.float64) for d in self._contacts(q, padded, world_ok, self_ok)
+        )
         best = (math.inf, "", "")
-        if world.n_obstacles:
-            d = np.asarray(col.world_distances(centers, radii, world, world_ok), np.float64)
-            s_i, o_i = np.unravel_index(np.argmin(d), d.shape)
-            best = (float(d[s_i, o_i]), self.spheres.link_names[s_i], world.name(int(o_i)))
-        if self.spheres.n_pairs:
-            d = np.asarray(col.self_distances(centers, radii, self.spheres, self_ok), np.float64)
-            i = int(np.argmin(d))
-            if d[i] < best[0]:
+        if world_d.size:
+            s_i, o_i = np.unravel_index(np.argmin(world_d), world_d.shape)
+            if world_d[s_i, o_i] < 0.5 * col.FAR:  # a padding dummy: nothing is checked
+                obstacle = _unpadded_index(world.counts, padded.counts, int(o_i))
+                best = (
+                    float(world_d[s_i, o_i]),
+                    self.spheres.link_names[s_i],
+                    world.name(obstacle),
+                )
+        if self_d.size:
+            i = int(np.argmin(self_d))
+            if self_d[i] < best[0]:
                 a, b = np.asarray(self.spheres.self_pairs)[i]
-                best = (float(d[i]), self.spheres.link_names[a], self.spheres.link_names[b])
+                best = (float(self_d[i]), self.spheres.link_names[a], self.spheres.link_names[b])
         return best
+
+
+def _unpadded_index(counts: tuple[int, ...], padded: tuple[int, ...], column: int) -> int:
+    """The obstacle index in the unpadded world of a column of the padded world (kinds in
+    the same order, each followed by its dummies)."""
+    real = 0
+    for count, size in zip(counts, padded):
+        if column < size:
+            if column >= count:
+                raise IndexError("a padding dummy has no obstacle index")
+            return real + column
+        column -= size
+        real += count
+    raise IndexError(column)
