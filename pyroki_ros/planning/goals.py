@@ -2,7 +2,8 @@
 
 One batched IK solve from the start and random seeds (inactive joints at the start's value)
 gives many solutions of the goal; those clear of obstacles and of the joint limits are kept,
-distinct, nearest to the start first. When none is, the plan can stop at once and say why:
+distinct, nearest to the start first. While none is clear, up to ROUNDS - 1 more solves from
+new seeds follow (a goal in clutter: its clear solutions can be a small part of its IK set). When none is, the plan can stop at once and say why:
 GOAL_UNREACHABLE (no seed reached the goal within tolerance) or GOAL_IN_COLLISION (every
 solution collides; the message names the deepest contact of the clearest one), instead of
 optimising paths towards a goal no path can reach. A plan that tries one start path at a
@@ -35,6 +36,9 @@ KEEP = 6  # distinct usable goal configurations kept
 DISTINCT = 0.1  # rad: two goals differ when some joint differs by more
 LIMIT_SLACK = 0.02  # rad from the limits of a joint wider than 0.5 rad: such goals first
 REFINE = 2  # clearest colliding solutions pushed clear when none is clear
+# Batched IK solves of SEEDS new random seeds each, after the first, while no solution is
+# clear (a goal inside clutter: its clear solutions can be a small part of its IK set).
+ROUNDS = 4
 # The lazy search's first solve: the start alone (seed 0 of the batched solve). Most plans
 # end at that solution (it is usually the nearest to the start, which the batched solve
 # ranks first) and succeed on their first start path, so the batched solve (32 seeds, padded
@@ -134,7 +138,12 @@ def search(
     state). ``budget``: the plan's (:class:`PlanBudget`), which bounds the pushes."""
     start = np.asarray(start, np.float64)
     limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)
-    q0 = rng.uniform(limits.lower, limits.upper, (seeds, len(start)))
+    # The later rounds' seeds from a fixed stream: ``rng`` ends in the same state whatever
+    # number of rounds the search needs.
+    later = np.random.default_rng(ROUNDS).uniform(
+        limits.lower, limits.upper, ((ROUNDS - 1) * seeds, len(start))
+    )
+    q0 = np.concatenate([rng.uniform(limits.lower, limits.upper, (seeds, len(start))), later])
     q0[0] = start
     if active_joints is not None:  # inactive joints keep the start's value
         fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
@@ -217,59 +226,64 @@ def _search(
     position_tolerance: float,
     orientation_tolerance: float,
 ) -> GoalSearch:
-    """:func:`search` from every seed of ``q0`` (B, n) (row 0: the start)."""
-    seeds = len(q0)
-    ik = _solve(planner, objectives, q0, active_joints,
-                position_tolerance=position_tolerance,
-                orientation_tolerance=orientation_tolerance)  # fmt: skip
-    reached = np.asarray(ik.success, bool)
-    q = np.asarray(ik.q, np.float64)[reached]
+    """:func:`search` from the seeds of ``q0`` (ROUNDS * S, n) (row 0: the start), S at a
+    time while no solution is clear."""
+    seeds = len(q0) // ROUNDS
     empty = np.zeros((0, len(start)))
+    found, clearances = [], []
+    for at in range(0, len(q0), seeds):
+        ik = _solve(planner, objectives, q0[at : at + seeds], active_joints,
+                    position_tolerance=position_tolerance,
+                    orientation_tolerance=orientation_tolerance)  # fmt: skip
+        q = np.asarray(ik.q, np.float64)[np.asarray(ik.success, bool)]
+        clearance = np.full(len(q), np.inf)
+        if len(q) and planner.spheres is not None:
+            # On ``seeds`` rows: one program whatever number of seeds reached the goal,
+            # compiled with the search (a lazy plan's first use of the whole search would
+            # otherwise compile one per power of two of that number).
+            clearance = np.asarray(planner.clearances(q, world, contacts, moving, rows=seeds))
+        found.append(q)
+        clearances.append(clearance)
+        spent = budget is not None and budget.left() <= 0
+        if (clearance >= 0).any() or (at == 0 and not len(q)) or spent:
+            break  # a clear goal; or no seed reached the goal: unreachable, most likely
+    tried = at + seeds
+    q, clearance = np.concatenate(found), np.concatenate(clearances)
     if len(q) == 0:
         position, angle = np.asarray(ik.position_error), np.asarray(ik.orientation_error)
         best = int(np.argmin(np.max(position, axis=-1)))
         return GoalSearch(
             empty,
             GOAL_UNREACHABLE,
-            f"no IK solution of the goal from {seeds} seeds: the closest misses it by "
+            f"no IK solution of the goal from {tried} seeds: the closest misses it by "
             f"{np.max(position[best]) * 1e3:.1f} mm / {np.degrees(np.max(angle[best])):.2f} deg",
             0,
-            seeds,
+            tried,
             position[best],
             angle[best],
         )
-    clearance = np.full(len(q), np.inf)
-    if planner.spheres is not None:
-        # On ``seeds`` rows: one program whatever number of seeds reached the goal, compiled
-        # with the search (a lazy plan's first use of the whole search would otherwise
-        # compile one per power of two of that number).
-        clearance = np.asarray(planner.clearances(q, world, contacts, moving, rows=seeds))
-        if not (clearance >= 0).any():
-            order = np.argsort(-clearance, kind="stable")[:REFINE]
-            pushed = push_clear(
-                planner, q[order], objectives, world, contacts, moving, t_count, budget
+    if not (clearance >= 0).any():
+        order = np.argsort(-clearance, kind="stable")[:REFINE]
+        pushed = push_clear(planner, q[order], objectives, world, contacts, moving, t_count, budget)
+        if not len(pushed):
+            spent = budget is not None and budget.left() <= 0
+            cut = " (the pushes cut short by the plan's budget)" if spent else ""
+            depth, side_a, side_b = planner.deepest_contact(q[order[0]], world, contacts, moving)
+            return GoalSearch(
+                empty,
+                GOAL_IN_COLLISION,
+                f"every one of {len(q)} IK solutions of the goal collides, also when "
+                f"pushed clear{cut}; in the clearest, {side_a} and {side_b} overlap by "
+                f"{-depth * 1e3:.1f} mm",
+                len(q),
+                tried,
             )
-            if not len(pushed):
-                spent = budget is not None and budget.left() <= 0
-                cut = " (the pushes cut short by the plan's budget)" if spent else ""
-                depth, side_a, side_b = planner.deepest_contact(
-                    q[order[0]], world, contacts, moving
-                )
-                return GoalSearch(
-                    empty,
-                    GOAL_IN_COLLISION,
-                    f"every one of {len(q)} IK solutions of the goal collides, also when "
-                    f"pushed clear{cut}; in the clearest, {side_a} and {side_b} overlap by "
-                    f"{-depth * 1e3:.1f} mm",
-                    len(q),
-                    seeds,
-                )
-            q = pushed
-            clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
-        else:
-            q, clearance = q[clearance >= 0], clearance[clearance >= 0]
+        q = pushed
+        clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
+    else:
+        q, clearance = q[clearance >= 0], clearance[clearance >= 0]
     order = _ranked(planner, q, start, keep)
-    return GoalSearch(q[order], "", "", len(q), seeds, clearances=clearance[order])
+    return GoalSearch(q[order], "", "", len(q), tried, clearances=clearance[order])
 
 
 def push_clear(
