@@ -267,13 +267,12 @@ def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing():
         robot, RobotSpheres.embedded("panda", robot), obstacle_buckets=COARSE_WORLD_BUCKETS
     )
     compiled = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, **_: (
+
+    def listen(event: str, seconds: float, **_) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
             compiled.append(seconds)
-            if event == "/jax/core/compile/backend_compile_duration"
-            else None
-        )
-    )
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
     from ik_reference import pose7
 
     from pyroki_ros import objectives as O
@@ -293,9 +292,12 @@ def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing():
     planner.warm_up(start, goal_objective, world=boxes(3), num_steps=32)
     scenes = boxes(9), boxes(6, blocking=True)  # made first: World.create converts on the device
     before = len(compiled)
-    clear = planner.plan(start, goal_objective, world=scenes[0], num_steps=32)
+    try:
+        clear = planner.plan(start, goal_objective, world=scenes[0], num_steps=32)
+        blocked = planner.plan(start, goal_objective, world=scenes[1], num_steps=32)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
     assert clear.success, clear.message
-    blocked = planner.plan(start, goal_objective, world=scenes[1], num_steps=32)
     assert not blocked.success and "IK solutions of the goal collide" in blocked.message, (
         blocked.message
     )

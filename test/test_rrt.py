@@ -169,8 +169,8 @@ def test_plan_with_the_global_step_solves_an_mbm_problem(panda):
         world=mb.to_world(problem),
         num_steps=64,
         active_joints=tuple(j for j in names if j in mc.ARM_JOINTS),
-        # Its global step takes 0.6-0.9 s of search here, close to the 1 s default: on a
-        # busier machine it stopped short (2 of 4 runs of this file once); 5 s leaves room.
+        # Its global step needs most of the 1 s default on a 2-core machine and stopped
+        # short under load (the file failed now and then); 5 s leaves room.
         sampling_budget=5.0,
     )
     path = plan.path[:, [names.index(j) for j in mc.PANDA.joint_names]]

@@ -75,15 +75,16 @@ __all__ = [
 
 # Obstacles per kind are padded up to these counts (TrajectoryOptimizer's obstacle_buckets):
 # every padded slot costs a distance per sphere and configuration in the inner loop, every
-# new bucket a compile (10-20 s on a CPU). WORLD_BUCKETS, the default: small steps, the least
-# padding (random scenes of 10 obstacles: 12 slots; bench/trajopt_benchmark.py).
-# COARSE_WORLD_BUCKETS: few structures for scenes that vary (the MotionBenchMaker sets in two:
-# bench/mbm_benchmark.py --obstacle-buckets), more slots (32 for those random scenes).
+# new bucket a compile (seconds: bench/mbm_benchmark.py reports its warm-up's).
+# WORLD_BUCKETS, the default: small steps, the least padding (random scenes of 10 obstacles:
+# 12 slots; bench/trajopt_benchmark.py). COARSE_WORLD_BUCKETS: few structures for scenes that
+# vary (the MotionBenchMaker sets in two: bench/mbm_benchmark.py --obstacle-buckets), more
+# slots (32 for those random scenes).
 WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 COARSE_WORLD_BUCKETS = (0, 16, 64)
 # Configurations per call of the compiled clearance check (clearance_function): a plan's
-# start or ends (<= 8), the goal search's seeds (32). A row costs microseconds, a program
-# about a second to compile.
+# start or ends (<= 8), the goal search's seeds (32). A padded row costs one more row's
+# distances; another count would cost a compile of its own.
 CLEARANCE_ROWS = (8, 32)
 
 
