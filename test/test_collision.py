@@ -189,7 +189,7 @@ def test_float32_batched_jit_matches_reference():
     links, local = spheres.link_names, np.asarray(spheres.centers, np.float64)
     radii = np.asarray(spheres.radii, np.float64)
     obstacles = _random_obstacles(rng, ref.sphere_centers(UR5, links, local, qs[0, 0]))
-    world = World.create(**obstacles).padded()
+    world = World.create(**obstacles).padded((0, 4, 16, 64))
     d = jax.jit(collision_distances)(robot, spheres, qs, world)
     n = world.n_obstacles
     assert d.shape == (2, 3, spheres.n_spheres * n + spheres.n_pairs)
@@ -219,12 +219,11 @@ def test_padding_dummies_are_inert_and_bucketed():
         halfspace_offsets=0.0,
     )
     assert world.counts == (1, 0, 5, 1, 0)
-    padded = world.padded()
+    padded = world.padded((0, 4, 16, 64))
     assert padded.counts == (4, 0, 16, 4, 0)
-    assert (
-        World.create(sphere_centers=np.zeros((70, 3)), sphere_radii=np.ones(70)).padded().counts[0]
-        == 128
-    )
+    many = World.create(sphere_centers=np.zeros((70, 3)), sphere_radii=np.ones(70))
+    assert many.padded((0, 4, 16, 64)).counts[0] == 128  # past the last: its multiples
+    assert world.padded().counts == (2, 0, 6, 2, 0)  # the default, WORLD_BUCKETS: small steps
     assert world.padded((0, 8)).counts == (8, 0, 8, 8, 0)
 
     # robot spheres around the obstacles, some penetrating
@@ -265,7 +264,7 @@ def test_gradient_is_finite_at_zero_distance():
         capsule_radii=0.1,
         box_poses=[1, 0, 0, 0, 0, 0, 0],
         box_half_extents=[0.1, 0.2, 0.3],
-    ).padded()
+    ).padded((0, 4, 16, 64))  # one real obstacle and three dummies per kind
     radii = jnp.array([0.05])
 
     @jax.jit

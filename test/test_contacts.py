@@ -260,7 +260,7 @@ def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing():
     own compile events."""
     import jax
 
-    from pyroki_ros.planning.trajopt import COARSE_WORLD_BUCKETS
+    from pyroki_ros.collision import COARSE_WORLD_BUCKETS
 
     robot = Robot.from_urdf(urdf_path("panda"))
     planner = TrajectoryOptimizer(

@@ -195,8 +195,8 @@ def test_collision_rows_are_hinges_of_reference_distances_with_matching_jacobian
     obstacle role have obstacle rows and only those with a self role are in pairs."""
     import collision_reference as ref
 
-    from pyroki_ros.collision import CollisionTerms
-    from pyroki_ros.planning.trajopt import WORLD_BUCKETS, self_pair_groups
+    from pyroki_ros.collision import WORLD_BUCKETS, CollisionTerms
+    from pyroki_ros.planning.trajopt import self_pair_groups
 
     rng = np.random.default_rng(12)
     world = scenes.random_obstacles(rng, 10)

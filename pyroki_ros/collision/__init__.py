@@ -40,9 +40,10 @@ from pyroki_ros.collision.fitting import (
     mesh_surface_points,
 )
 from pyroki_ros.collision.geometry import (
-    DEFAULT_BUCKETS,
+    COARSE_WORLD_BUCKETS,
     FAR,
     KINDS,
+    WORLD_BUCKETS,
     RobotSpheres,
     World,
 )
@@ -56,11 +57,12 @@ from pyroki_ros.collision.rules import (
 )
 
 __all__ = [
-    "DEFAULT_BUCKETS",
+    "COARSE_WORLD_BUCKETS",
     "DEFAULT_CONTACTS",
     "FAR",
     "KINDS",
     "SELF_GROUP",
+    "WORLD_BUCKETS",
     "CollisionTerms",
     "ContactRules",
     "RobotSpheres",

@@ -19,8 +19,15 @@ from pyroki_ros.collision.fitting import _cover_geometry, _origin_matrix
 from pyroki_ros.collision.rules import _check_ignore, self_collision_pairs
 from pyroki_ros.model.robot import Robot
 
-# Obstacle-count buckets of World.padded; above the last, counts round up to its multiples.
-DEFAULT_BUCKETS = (0, 4, 16, 64)
+# Obstacle-count buckets of World.padded (per kind; above the last, counts round up to its
+# multiples): every padded slot costs a distance per sphere and configuration in a planner's
+# inner loop, every new bucket a compile (seconds: bench/mbm_benchmark.py reports its
+# warm-up's). WORLD_BUCKETS, the default: small steps, the least padding (random scenes of 10
+# obstacles: 12 slots; bench/trajopt_benchmark.py). COARSE_WORLD_BUCKETS: few structures for
+# scenes that vary (the node; the MotionBenchMaker sets in two: bench/mbm_benchmark.py
+# --obstacle-buckets), more slots (32 for those random scenes).
+WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+COARSE_WORLD_BUCKETS = (0, 16, 64)
 # One field per obstacle kind whose length is that kind's count.
 _COUNT_FIELDS = (
     "sphere_radii",
@@ -525,7 +532,7 @@ class World:
     def empty(dtype: jnp.dtype = jnp.float32) -> World:
         return World.create(dtype=dtype)
 
-    def padded(self, buckets: Sequence[int] = DEFAULT_BUCKETS) -> World:
+    def padded(self, buckets: Sequence[int] = WORLD_BUCKETS) -> World:
         """The same world with each kind's count rounded up to the next bucket (above the last
         bucket: to a multiple of it), filled with inert dummies that are ``FAR`` away with zero
         size, so their distance to any robot sphere is ~1e6 m and never penalised.

@@ -33,7 +33,7 @@ import numpy as np
 from pyroki_ros import collision as col
 from pyroki_ros import devices
 from pyroki_ros import objectives as obj
-from pyroki_ros.collision import CollisionTerms, self_pair_groups
+from pyroki_ros.collision import WORLD_BUCKETS, CollisionTerms, self_pair_groups
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.planning import pipeline
 from pyroki_ros.planning.memory import trajectory_memory_bytes
@@ -56,14 +56,12 @@ from pyroki_ros.planning.retarget import retarget, retarget_memory_bytes
 from pyroki_ros.solver import damping, lm
 
 __all__ = [
-    "COARSE_WORLD_BUCKETS",
     "EARLY_STOP",
     "GOAL_IN_COLLISION",
     "GOAL_SEEDS",
     "GOAL_UNREACHABLE",
     "START_IN_COLLISION",
     "TIMED_OUT",
-    "WORLD_BUCKETS",
     "PlanResult",
     "TrajectoryOptimizer",
     "Weights",
@@ -73,15 +71,8 @@ __all__ = [
     "trajectory_memory_bytes",
 ]
 
-# Obstacles per kind are padded up to these counts (TrajectoryOptimizer's obstacle_buckets):
-# every padded slot costs a distance per sphere and configuration in the inner loop, every
-# new bucket a compile (seconds: bench/mbm_benchmark.py reports its warm-up's).
-# WORLD_BUCKETS, the default: small steps, the least padding (random scenes of 10 obstacles:
-# 12 slots; bench/trajopt_benchmark.py). COARSE_WORLD_BUCKETS: few structures for scenes that
-# vary (the MotionBenchMaker sets in two: bench/mbm_benchmark.py --obstacle-buckets), more
-# slots (32 for those random scenes).
-WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-COARSE_WORLD_BUCKETS = (0, 16, 64)
+# Obstacles per kind are padded to obstacle_buckets (collision.WORLD_BUCKETS, the default;
+# COARSE_WORLD_BUCKETS for scenes that vary: why each, beside them in collision/geometry.py).
 # Configurations per call of the compiled clearance check (clearance_function): a plan's
 # start or ends (<= 8), the goal search's seeds (32). A padded row costs one more row's
 # distances; another count would cost a compile of its own.
@@ -127,6 +118,7 @@ class TrajectoryOptimizer:
         self.seconds_per_iteration: dict[int, float] = {}
         self._programs: collections.OrderedDict[tuple, Callable] = collections.OrderedDict()
         self._world_cache: tuple[col.World, col.World] | None = None
+        self._checked_cache: tuple[col.World, tuple, tuple] | None = None
         self._empty_world = col.World.empty()
         self._clearance_program = jax.jit(functools.partial(clearances, robot, spheres))
         self._contacts = jax.jit(functools.partial(contact_distances, robot, spheres))
@@ -170,16 +162,26 @@ class TrajectoryOptimizer:
         self, world: col.World, padded: col.World, contacts: col.ContactRules, moving: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`col.checked_pairs` with the world's columns padded like ``padded`` (the
-        dummies count as checked: they are far away anyway)."""
+        dummies count as checked: they are far away anyway). Kept for the last world and
+        rule seen, like the padded world: a plan asks 3-5 times (~0.5-0.8 ms each on the
+        host, ~2 ms of a 23 ms plan among random boxes)."""
         if self.spheres is None:
             return np.ones((0, padded.n_obstacles), bool), np.ones((0,), bool)
+        key = (contacts, np.asarray(moving, bool).tobytes(), padded.counts)
+        cached = self._checked_cache
+        if cached is not None and cached[0] is world and cached[1] == key:
+            return cached[2]
         world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
         parts, start = [], 0
         for count, size in zip(world.counts, padded.counts):
             part = world_ok[:, start : start + count]
             parts.append(np.pad(part, ((0, 0), (0, size - count)), constant_values=True))
             start += count
-        return np.concatenate(parts, axis=1), self_ok
+        checked = (np.concatenate(parts, axis=1), np.asarray(self_ok, bool))
+        for a in checked:
+            a.flags.writeable = False  # shared by the calls that find it cached
+        self._checked_cache = (world, key, checked)
+        return checked
 
     def _padded_world(self, world: col.World) -> col.World:
         """The world padded to its bucket, on the device in the robot's dtype. Kept for the
@@ -381,20 +383,18 @@ class TrajectoryOptimizer:
             return [result(i) for i in range(count)]
         return result(int(rank[0]))
 
+    # The pipeline's docstring and signature (help() and inspect.signature show its keywords).
+    @functools.wraps(pipeline.plan)
     def plan(self, start: np.ndarray, goal, **options) -> PlanResult:
         return pipeline.plan(self, start, goal, **options)
 
-    plan.__doc__ = pipeline.plan.__doc__
-
+    @functools.wraps(pipeline.warm_up)
     def warm_up(self, start: np.ndarray, goal, **options) -> PlanResult:
         return pipeline.warm_up(self, start, goal, **options)
 
-    warm_up.__doc__ = pipeline.warm_up.__doc__
-
+    @functools.wraps(pipeline.plan_batch)
     def plan_batch(self, starts: np.ndarray, goals: np.ndarray, **options) -> list[PlanResult]:
         return pipeline.plan_batch(self, starts, goals, **options)
-
-    plan_batch.__doc__ = pipeline.plan_batch.__doc__
 
     def clearances(
         self,

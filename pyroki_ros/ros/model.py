@@ -416,6 +416,17 @@ class LoadedModel:
         ~0.1 s; a GPU solves a whole bucket in parallel."""
         return 1024 if self.device.platform == "cpu" else BUCKETS[-1]
 
+    def _ready_chunk(self, objective: O.Objective, size: int) -> int:
+        """Targets per call for a batch with a budget: ``size``, or fewer when its program
+        is not compiled yet but a smaller bucket's is (a first compile, 2-3 s for 1024
+        targets here, would spend the budget before a target is solved; the node's warm-up
+        compiles the buckets of ``warmup_batch_sizes`` in the background meanwhile)."""
+        structure = (objective_structure(objective),)
+        if (structure, bucket(size)) in self._compiled:
+            return size
+        ready = [b for b in BUCKETS if b < size and (structure, b) in self._compiled]
+        return ready[-1] if ready else size
+
     def solve_batch(
         self,
         objective: O.Objective,
@@ -443,6 +454,8 @@ class LoadedModel:
             options["feasible"] = feasible
         count = objective.batch_shape[0]
         chunk = self.batch_chunk()
+        if timeout > 0:
+            chunk = self._ready_chunk(objective, min(count, chunk))
         if count <= chunk:
             return self._solve((objective,), seed, **options)
         start = time.perf_counter()

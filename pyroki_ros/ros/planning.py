@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from pyroki_ros import collision as col
+from pyroki_ros.collision import COARSE_WORLD_BUCKETS
 from pyroki_ros.planning import timing
-from pyroki_ros.planning.trajopt import COARSE_WORLD_BUCKETS, PlanResult, TrajectoryOptimizer
+from pyroki_ros.planning.trajopt import PlanResult, TrajectoryOptimizer
 from pyroki_ros.planning.trajopt import retarget as retarget_motion
 from pyroki_ros.robots import AVAILABLE
 from pyroki_ros.ros.model import LoadedModel
