@@ -117,8 +117,8 @@ class TrajectoryOptimizer:
         # nothing (plan budgets turn the time left into an iteration limit).
         self.seconds_per_iteration: dict[int, float] = {}
         self._programs: collections.OrderedDict[tuple, Callable] = collections.OrderedDict()
-        self._world_cache: tuple[col.World, col.World] | None = None
-        self._checked_cache: tuple[col.World, tuple, tuple] | None = None
+        # The last world seen: its padded copy and its checked pairs per contact rule.
+        self._world_cache: tuple[col.World, col.World, dict] | None = None
         self._empty_world = col.World.empty()
         self._clearance_program = jax.jit(functools.partial(clearances, robot, spheres))
         self._contacts = jax.jit(functools.partial(contact_distances, robot, spheres))
@@ -162,15 +162,15 @@ class TrajectoryOptimizer:
         self, world: col.World, padded: col.World, contacts: col.ContactRules, moving: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`col.checked_pairs` with the world's columns padded like ``padded`` (the
-        dummies count as checked: they are far away anyway). Kept for the last world and
-        rule seen, like the padded world: a plan asks 3-5 times (~0.5-0.8 ms each on the
-        host, ~2 ms of a 23 ms plan among random boxes)."""
+        dummies count as checked: they are far away anyway). Kept with the last world's
+        padded copy (:meth:`_padded_world`, called first): a plan asks several times."""
         if self.spheres is None:
             return np.ones((0, padded.n_obstacles), bool), np.ones((0,), bool)
-        key = (contacts, np.asarray(moving, bool).tobytes(), padded.counts)
-        cached = self._checked_cache
-        if cached is not None and cached[0] is world and cached[1] == key:
-            return cached[2]
+        key = (contacts, np.asarray(moving, bool).tobytes())
+        cached = self._world_cache
+        rules = cached[2] if cached is not None and cached[0] is world else {}
+        if key in rules:
+            return rules[key]
         world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
         parts, start = [], 0
         for count, size in zip(world.counts, padded.counts):
@@ -180,7 +180,7 @@ class TrajectoryOptimizer:
         checked = (np.concatenate(parts, axis=1), np.asarray(self_ok, bool))
         for a in checked:
             a.flags.writeable = False  # shared by the calls that find it cached
-        self._checked_cache = (world, key, checked)
+        rules[key] = checked
         return checked
 
     def _padded_world(self, world: col.World) -> col.World:
@@ -192,7 +192,7 @@ class TrajectoryOptimizer:
             return cached[1]
         dt = self._dtype
         padded = jax.tree.map(lambda a: jnp.asarray(a, dt), world.padded(self.obstacle_buckets))
-        self._world_cache = (world, padded)
+        self._world_cache = (world, padded, {})
         return padded
 
     # -- planning ----------------------------------------------------------------------------

@@ -265,6 +265,10 @@ class LoadedModel:
         """What a solve compiles for: (objective structures, batch bucket)."""
         shapes = {np.shape(seed)[:-1], *(o.batch_shape for o in objectives)}
         count = math.prod(shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes))
+        return LoadedModel._key(objectives, count)
+
+    @staticmethod
+    def _key(objectives, count: int) -> tuple:
         return (tuple(objective_structure(o) for o in objectives), bucket(max(count, 1)))
 
     def is_compiled(self, objectives, seed) -> bool:
@@ -421,10 +425,9 @@ class LoadedModel:
         is not compiled yet but a smaller bucket's is (a first compile, 2-3 s for 1024
         targets here, would spend the budget before a target is solved; the node's warm-up
         compiles the buckets of ``warmup_batch_sizes`` in the background meanwhile)."""
-        structure = (objective_structure(objective),)
-        if (structure, bucket(size)) in self._compiled:
+        if self._key((objective,), size) in self._compiled:
             return size
-        ready = [b for b in BUCKETS if b < size and (structure, b) in self._compiled]
+        ready = [b for b in BUCKETS if b < size and self._key((objective,), b) in self._compiled]
         return ready[-1] if ready else size
 
     def solve_batch(

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from pyroki_ros import collision as col
-from pyroki_ros.collision import COARSE_WORLD_BUCKETS
 from pyroki_ros.planning import timing
 from pyroki_ros.planning.trajopt import PlanResult, TrajectoryOptimizer
 from pyroki_ros.planning.trajopt import retarget as retarget_motion
@@ -66,7 +65,7 @@ class Planner:
             spheres,
             device=model.device.platform,
             max_programs=model.max_programs,
-            obstacle_buckets=COARSE_WORLD_BUCKETS,
+            obstacle_buckets=col.COARSE_WORLD_BUCKETS,
         )
         self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
         # Retargeting structures compiled (retarget_key), least recently used first; as many
