@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, PartitionSpec
 
 AXIS = "batch"  # the mesh's one axis: problems
 ROWS = PartitionSpec(AXIS)  # split along the first axis
@@ -67,15 +67,6 @@ def pad_rows(tree: Any, size: int) -> Any:
         return np.concatenate([x, np.repeat(x[-1:], size - x.shape[0], 0)])
 
     return jax.tree.map(pad, tree)
-
-
-def shard_batch(x: Any, mesh: Mesh | None = None) -> Any:
-    """Array leaves of ``x`` (n, ...) split along their first axis over ``mesh`` (default:
-    the default backend's batch mesh; n a multiple of its size). Unchanged without one."""
-    mesh = batch_mesh() if mesh is None else mesh
-    if mesh is None:
-        return x
-    return jax.device_put(x, NamedSharding(mesh, ROWS))
 
 
 def over_devices(

@@ -1,5 +1,5 @@
 """pyroki_ros.ros.deferred without ROS: a request whose program compiles is answered within
-its budget (a little before it: ANSWER_MARGIN), the compile goes on for the next request,
+its budget (a little before it: answer_margin), the compile goes on for the next request,
 and a budget spent before the compile was queued is answered at once."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ import threading
 import time
 
 from pyroki_ros.ros.deferred import (
-    ANSWER_MARGIN,
-    ANSWER_MARGIN_S,
     CompileQueue,
     Deferred,
     allow_deferred,
+    answer_margin,
     run_after_compile,
 )
 
@@ -56,7 +55,7 @@ def test_a_compile_longer_than_the_budget_is_answered_within_it_and_goes_on():
         assert service.event.wait(5.0)
         response, at = service.sent[0]
         assert response == "late"
-        margin = min(ANSWER_MARGIN * 0.3, ANSWER_MARGIN_S)
+        margin = answer_margin(0.3)
         assert 0.3 - margin - 0.005 <= at - start < 0.3
         assert compiled.wait(5.0)  # the compile finished for the next request
         assert len(service.sent) == 1

@@ -15,6 +15,7 @@ from pyroki_ros import collision as col
 from pyroki_ros import objectives as obj
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
+from pyroki_ros.planning.budget import CompileFreeClock
 from pyroki_ros.planning.memory import trajectory_memory_bytes
 from pyroki_ros.planning.problem import TIMED_OUT, PlanResult, Weights
 
@@ -132,14 +133,15 @@ def retarget(
         vector_weight: weight of each vector term.
         timeout: wall-clock budget (s, 0 = none), checked before every chunk of at most
             RETARGET_CHUNK iterations, each chunk cut to what fits in the time left at the
-            measured pace; when no iteration fits, the path so far comes back with ``reason``
-            TIMED_OUT. Compiling the program of a new motion length (its first use) is not
+            measured pace (the first one too, where a pace for this length is known, to one
+            iteration at least); when no iteration fits, the path so far comes back with ``reason``
+            TIMED_OUT. Compiles (a new motion length's programs, on their first use) are not
             counted.
 
     Returns:
         (the PlanResult over the T steps, per-step RMS keypoint error (T,) m).
     """
-    clock = budget_start = time.perf_counter()
+    clock, budget_clock = time.perf_counter(), CompileFreeClock()
     robot = planner.robot
     n = robot.n_joints
     keypoints = np.asarray(keypoints, np.float64)
@@ -228,27 +230,27 @@ def retarget(
         iterations, result = 0, None
         while iterations < max_iterations:
             chunk = min(RETARGET_CHUNK, max_iterations - iterations)
-            if result is not None:
-                # A chunk gets the iterations that fit in the time left at the last measured
-                # pace (a long motion's iterations are slow: a fixed 5 overran 2 s budgets).
-                # One iteration's time is kept for the path's FK and errors after the loop.
-                pace = planner.seconds_per_iteration.get(t_count) or 0.0
-                left = timeout - (time.perf_counter() - budget_start) - pace
-                chunk = min(chunk, int(left // pace)) if pace else chunk
-                if left <= 0 or chunk < 1:
-                    result = dataclasses.replace(
-                        result,
-                        success=False,
-                        message=f"the {timeout:.3g} s budget ran out after {iterations} "
-                        "iterations (the path so far is returned)",
-                        reason=TIMED_OUT,
-                    )
-                    break
+            # A chunk gets the iterations that fit in the time left at the last measured pace
+            # (a long motion's iterations are slow: a fixed 5 overran 2 s budgets), the first
+            # one too where the pace is known (at least one iteration: a path). One
+            # iteration's time is kept for the path's FK and errors after the loop.
+            pace = planner.seconds_per_iteration.get(t_count) or 0.0
+            left = timeout - budget_clock.elapsed() - pace
+            if pace:
+                chunk = min(chunk, int(left // pace))
             if result is None:
-                built = planner.programs_built
+                chunk = max(chunk, 1)
+            elif left <= 0 or chunk < 1:
+                result = dataclasses.replace(
+                    result,
+                    success=False,
+                    message=f"the {timeout:.3g} s budget ran out after {iterations} "
+                    "iterations (the path so far is returned)",
+                    reason=TIMED_OUT,
+                )
+                break
+            if result is None:
                 result = solve(starts, max_iterations=chunk, initial_damping=RETARGET_DAMPING)
-                if planner.programs_built > built:  # a compile cannot be cut short: not counted
-                    budget_start = time.perf_counter()
             else:  # near the motion now: nearly Gauss-Newton steps, as for plans
                 result = solve(result.path[None], max_iterations=chunk)
             iterations += result.iterations

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pyroki_ros import collision as col
+from pyroki_ros.planning.budget import CompileFreeClock
 
 if TYPE_CHECKING:
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
@@ -223,16 +224,16 @@ def rrt_connect(
         lower, upper: (n,) joint limits (finite: samples are drawn between them).
         active: (n,) bool: joints that move; the others keep the start's value.
         rng: the random source (a result is deterministic for a seed).
-        budget: seconds; the search stops after the first round past it (the clock starts
-            after the start's check, which compiles the check's program when it is new).
+        budget: seconds; the search stops after the first round past it (compiles not
+            counted: the start's check compiles the check's program for a new scene).
         max_rounds: at most this many rounds.
     """
     active = np.asarray(active, bool)
     start = np.asarray(start, np.float64)
     goals = np.atleast_2d(np.asarray(goals, np.float64)).copy()
     goals[:, ~active] = start[~active]
+    clock = CompileFreeClock()  # the search's budget: compiles not counted, as for plans
     start_valid = checker.valid(start[None])[0]  # compiles the check for a new scene bucket
-    clock = time.perf_counter()  # the budget is for the search, as plans do not count compiles
 
     def result(path, reason, goal=-1, rounds=0, nodes=0) -> RRTResult:
         return RRTResult(
@@ -243,7 +244,7 @@ def rrt_connect(
             rounds,
             nodes,
             checker.count,
-            time.perf_counter() - clock,
+            time.perf_counter() - clock.start,
         )
 
     if not start_valid:
@@ -260,7 +261,7 @@ def rrt_connect(
     lo = np.where(np.isfinite(lower), lower, -math.pi)[active]
     hi = np.where(np.isfinite(upper), upper, math.pi)[active]
     rounds = 0
-    while rounds < max_rounds and time.perf_counter() - clock < budget:
+    while rounds < max_rounds and clock.elapsed() < budget:
         grow, other = trees[rounds % 2], trees[1 - rounds % 2]
         rounds += 1
         samples = np.repeat(start[None], batch, 0)

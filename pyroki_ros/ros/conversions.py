@@ -11,12 +11,11 @@ non-zero quaternions) before it converts it with these functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import Point, Pose, Vector3
-from sensor_msgs.msg import JointState
 
 # --- quaternion order --------------------------------------------------------------------------
 
@@ -101,13 +100,6 @@ def fill_pose(msg: Pose, a) -> Pose:
 
 def wxyz_xyz_to_pose(a) -> Pose:
     return fill_pose(Pose(), a)
-
-
-def joint_state(names: Iterable[str], q, stamp=None) -> JointState:
-    msg = JointState(name=list(names), position=np.asarray(q, np.float64).tolist())
-    if stamp is not None:
-        msg.header.stamp = stamp
-    return msg
 
 
 def seconds_to_duration(seconds: float) -> Duration:

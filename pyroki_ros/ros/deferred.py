@@ -27,14 +27,28 @@ from typing import Any
 
 # Work items that may wait for one program's compile (beyond: the queue is full, BUSY).
 WAITERS_PER_COMPILE = 64
-# A budget that runs out while its program compiles is answered this much early: a tenth of
-# the budget, at most ANSWER_MARGIN_S. The caller's clock also counts what the node's does
-# not: its request's serialisation, transfer and deserialisation before the callback starts,
-# and the answer's way back. Answered at the budget exactly, a 2 s retarget compile reached
-# the caller after 2.02-2.15 s (bench/hostile_input.py, case 2g). The compile goes on either
-# way; a compile still running then could not also solve within the budget.
-ANSWER_MARGIN = 0.1
-ANSWER_MARGIN_S = 0.1
+# A budget is answered this much before it runs out: ANSWER_MARGIN of it, at most
+# ANSWER_MARGIN_S (answer_margin). The caller's clock also counts what the node's does not:
+# its request's serialisation, transfer and deserialisation before the callback starts, and
+# the answer's way back, which grow with the request (a 4,096-step retargeting). With 0.1 of
+# the budget, at most 0.1 s, a 2 s retarget compile reached the caller after 2.00-2.10 s
+# (bench/hostile_input.py, case 2g, while the compile ran): up to 0.2 s on the way.
+ANSWER_MARGIN = 0.15
+ANSWER_MARGIN_S = 0.3
+
+
+def answer_margin(budget: float) -> float:
+    """Seconds before a ``budget`` (s) runs out that its answer leaves the node."""
+    return min(ANSWER_MARGIN * budget, ANSWER_MARGIN_S)
+
+
+def core_budget(budget: float, start: float) -> float:
+    """What the core may spend (s; 0: no limit) of a request's ``budget`` (s; 0: none) that
+    started at ``start`` (``time.perf_counter()``): what is left, less the answer's margin,
+    at least a millisecond (the core then stops after its first step)."""
+    if budget <= 0:
+        return 0.0
+    return max(budget - answer_margin(budget) - (time.perf_counter() - start), 1e-3)
 
 
 class Deferred:
@@ -199,6 +213,7 @@ def run_after_compile(
     if not queue.submit(key, lambda: work(deferred)):
         return busy()
     if budget > 0:
-        margin = min(ANSWER_MARGIN * budget, ANSWER_MARGIN_S)
-        answer_within(deferred, budget - margin - (time.perf_counter() - start), late)
+        answer_within(
+            deferred, budget - answer_margin(budget) - (time.perf_counter() - start), late
+        )
     return deferred

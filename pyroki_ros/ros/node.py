@@ -45,7 +45,6 @@ start. SIGINT / SIGTERM end the process within 2 s (shutdown.py).
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import sys
@@ -516,7 +515,7 @@ class PyrokiRosNode(Node):
             problem = requests.plan(
                 model, self._planners, request, self.settings, self._latest(), scene
             )
-            result, timed = planning.plan(problem, log)
+            result, timed = planning.plan(problem, log, start_time)
         except Exception as e:  # noqa: BLE001
             return self._answer("plan_trajectory", response, e)
         responses.plan(response, model, result, timed, self._stamp())
@@ -545,7 +544,7 @@ class PyrokiRosNode(Node):
             return self._answer("retarget_motion", response, e)
 
     def _retarget_response(self, model, request, problem, response, start: float):
-        result, errors, timed = planning.retarget(problem, self.get_logger().info)
+        result, errors, timed = planning.retarget(problem, self.get_logger().info, start)
         responses.retarget(response, model, result, errors, timed, self._stamp())
         self._execute(request, response)
         response.solve_time = time.perf_counter() - start
@@ -566,12 +565,10 @@ class PyrokiRosNode(Node):
                         f"retarget_motion: compiled for {len(problem.keypoints)} steps in "
                         f"{time.perf_counter() - start:.2f} s"
                     )
-                left = budget - (time.perf_counter() - start)
-                if deferred.resolved or (budget > 0 and left <= 0):
+                if deferred.resolved:
                     return  # answered TIMEOUT: the next request finds the programs compiled
-                rest = dataclasses.replace(problem, timeout=left if budget > 0 else 0.0)
                 response = self._retarget_response(
-                    model, request, rest, RetargetMotion.Response(), start
+                    model, request, problem, RetargetMotion.Response(), start
                 )
             except Exception as e:  # noqa: BLE001
                 response = self._answer("retarget_motion", RetargetMotion.Response(), e)

@@ -5,17 +5,22 @@ requests.py turns a request into a :class:`~pyroki_ros.ros.requests.PlanProblem`
 :class:`Planner` (one plan at a time per model) and times the path; responses.py answers.
 
 Retargeting compiles programs per structure (:func:`retarget_key`: links, weighted links,
-vectors, motion length), 4-6 s on a CPU, which the core's budget cannot cut short. The node
-asks :meth:`Planner.retarget_ready` first and runs a new structure's
-:func:`compile_retarget` on a compile thread, so that the request's budget counts it.
+vectors, motion length), 12-14 s on this CPU (a 4,096-step motion in the node: 13 s,
+bench/hostile_input.py case 2g), which the core's budget cannot cut short. The node asks
+:meth:`Planner.retarget_ready` first and runs a new structure's :func:`compile_retarget` on
+a compile thread, so that the request's budget counts it.
+
+A request's budget also counts its wait for the planner (one plan or retargeting at a time
+per model, the start-up warm-up included: :func:`_turn`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +30,8 @@ from pyroki_ros.planning import timing
 from pyroki_ros.planning.trajopt import PlanResult, TrajectoryOptimizer
 from pyroki_ros.planning.trajopt import retarget as retarget_motion
 from pyroki_ros.robots import AVAILABLE
+from pyroki_ros.ros import responses
+from pyroki_ros.ros.deferred import core_budget
 from pyroki_ros.ros.model import LoadedModel
 from pyroki_ros.ros.requests import PlanProblem, RetargetProblem
 
@@ -115,40 +122,61 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     ``warmup_plan``): a pose goal for the model's tip with ``num_steps`` knots, without
     obstacles, among boxes and cylinders and among boxes alone (the planning scene's usual
     kinds, up to 16 of each: :data:`COARSE_WORLD_BUCKETS`; other kinds and more obstacles
-    compile on their first use). Returns seconds."""
+    compile on their first use). Returns seconds.
+
+    Holds the planner throughout: a plan that took it first, or between two scenes, would
+    compile its own programs meanwhile, unbounded by its budget; waiting, it answers TIMEOUT
+    within its budget (:func:`_turn`)."""
     import time
 
     from pyroki_ros import objectives as O
     from pyroki_ros.model.kinematics import forward_kinematics
 
     clock = time.perf_counter()
-    model, optimizer = planner.model, planner.optimizer
-    robot = model.robot
-    center = np.asarray(robot.center(), np.float64)
-    start = robot.limits.clip(center + 0.2 * (robot.limits.upper - center))
-    tip = robot.link_index(model.tip_link)
-    goal = np.asarray(forward_kinematics(robot, center).wxyz_xyz[tip], np.float64)
-    far = [1.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0]  # out of reach: the programs, not the path
-    scenes = (
-        None,
-        col.World.create(
-            box_poses=[far],
-            box_half_extents=[[0.1, 0.1, 0.1]],
-            cylinder_poses=[far],
-            cylinder_radii=[0.05],
-            cylinder_half_heights=[0.1],
-        ),
-        col.World.create(box_poses=[far], box_half_extents=[[0.1, 0.1, 0.1]]),
-    )
-    objectives = (O.pose(model.tip_link, goal),)
-    for world in scenes:
-        with planner.lock:
+    with planner.lock:
+        model, optimizer = planner.model, planner.optimizer
+        robot = model.robot
+        center = np.asarray(robot.center(), np.float64)
+        start = robot.limits.clip(center + 0.2 * (robot.limits.upper - center))
+        tip = robot.link_index(model.tip_link)
+        goal = np.asarray(forward_kinematics(robot, center).wxyz_xyz[tip], np.float64)
+        far = [1.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0]  # out of reach: the programs, not the path
+        scenes = (
+            None,
+            col.World.create(
+                box_poses=[far],
+                box_half_extents=[[0.1, 0.1, 0.1]],
+                cylinder_poses=[far],
+                cylinder_radii=[0.05],
+                cylinder_half_heights=[0.1],
+            ),
+            col.World.create(box_poses=[far], box_half_extents=[[0.1, 0.1, 0.1]]),
+        )
+        objectives = (O.pose(model.tip_link, goal),)
+        for world in scenes:
             optimizer.warm_up(start, objectives, world=world, num_steps=num_steps, margin=margin)
     return time.perf_counter() - clock
 
 
-def plan(problem: PlanProblem, log: Callable[[str], None]) -> tuple[PlanResult, timing.TimedPath]:
-    """Plans a PlanTrajectory problem and times the path within its scaled limits."""
+@contextlib.contextmanager
+def _turn(planner: Planner, budget: float, start: float) -> Iterator[float]:
+    """Holds ``planner`` (one plan or retargeting at a time: they are CPU-bound) for a
+    request with ``budget`` (s; 0: none) that started at ``start`` (``time.perf_counter()``),
+    and yields what the core may spend of it after the wait (:func:`core_budget`). A wait
+    past the budget (the start-up warm-up compiling, a long plan) raises TIMEOUT."""
+    if not planner.lock.acquire(timeout=core_budget(budget, start) if budget > 0 else -1):
+        raise responses.planner_busy(budget)
+    try:
+        yield core_budget(budget, start)
+    finally:
+        planner.lock.release()
+
+
+def plan(
+    problem: PlanProblem, log: Callable[[str], None], start: float
+) -> tuple[PlanResult, timing.TimedPath]:
+    """Plans a PlanTrajectory problem that came at ``start`` (``time.perf_counter()``, its
+    budget counted from there) and times the path within its scaled limits."""
     planner = problem.planner
     goal = problem.goal
     log(
@@ -156,7 +184,7 @@ def plan(problem: PlanProblem, log: Callable[[str], None]) -> tuple[PlanResult, 
         + ("joint goal" if isinstance(goal, np.ndarray) else f"{len(goal)} goal objectives")
         + (f", {len(problem.waypoints)} waypoints" if problem.waypoints else "")
     )
-    with planner.lock:
+    with _turn(planner, problem.timeout, start) as budget:
         result = planner.optimizer.plan(
             problem.start,
             goal,
@@ -167,7 +195,7 @@ def plan(problem: PlanProblem, log: Callable[[str], None]) -> tuple[PlanResult, 
             margin=problem.margin,
             progress=log,
             contacts=problem.contacts,
-            timeout=problem.timeout,
+            timeout=budget,
         )
     timed = timing.parameterize(
         result.path, problem.velocity, problem.acceleration, duration=problem.duration
@@ -189,9 +217,13 @@ def retarget_key(problem: RetargetProblem) -> tuple:
 def compile_retarget(problem: RetargetProblem) -> None:
     """Compiles what retargeting of ``problem``'s structure needs (the same call with one
     iteration and no budget; not under the planner's lock, so plans go on meanwhile), and
-    marks it ready (:meth:`Planner.retarget_ready`)."""
+    marks it ready (:meth:`Planner.retarget_ready`). The call runs twice: the second,
+    compiling nothing, measures the pace of an iteration, by which the first chunk of a
+    budgeted retargeting is cut (a first chunk of 5 iterations of 4,096 steps took 1.7 s
+    here, past a 2 s budget with the answer's way: bench/hostile_input.py, case 2g)."""
     planner = problem.planner
-    _run(planner, dataclasses.replace(problem, timeout=0.0), max_iterations=1)
+    for _ in range(2):
+        _run(planner, dataclasses.replace(problem, timeout=0.0), max_iterations=1)
     planner.retarget_compiled(retarget_key(problem))
 
 
@@ -213,17 +245,18 @@ def _run(planner: Planner, problem: RetargetProblem, **options) -> tuple[PlanRes
 
 
 def retarget(
-    problem: RetargetProblem, log: Callable[[str], None]
+    problem: RetargetProblem, log: Callable[[str], None], start: float
 ) -> tuple[PlanResult, np.ndarray, timing.TimedPath]:
-    """Retargets a RetargetMotion problem; returns the result, per-step errors and the path
-    sampled every ``dt`` s."""
+    """Retargets a RetargetMotion problem that came at ``start`` (``time.perf_counter()``,
+    its budget counted from there); returns the result, per-step errors and the path sampled
+    every ``dt`` s."""
     planner = problem.planner
     log(
         f"retarget_motion: {len(problem.keypoints)} steps x {len(problem.links)} links"
         + (f", {len(problem.vector_pairs)} link-to-link vectors" if problem.vector_pairs else "")
     )
-    with planner.lock:
-        result, errors = _run(planner, problem)
+    with _turn(planner, problem.timeout, start) as budget:
+        result, errors = _run(planner, dataclasses.replace(problem, timeout=budget))
     planner.retarget_compiled(retarget_key(problem))
     return result, errors, timed_at(result.path, problem.dt)
 

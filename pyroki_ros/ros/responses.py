@@ -6,7 +6,8 @@ answer reads:
 * ``SUCCESS`` / ``NO_SOLUTION`` / ``TIMEOUT``: an IK solve (:func:`solve_ik`; NO_SOLUTION at
   once for a target out of the robot's reach), a batch (:func:`solve_ik_batch`: TIMEOUT when
   its budget ran out between chunks), a first-time compile past the request's budget
-  (:func:`compile_timeout`; retargeting: :func:`retarget_compile_timeout`).
+  (:func:`compile_timeout`; retargeting: :func:`retarget_compile_timeout`), a plan or
+  retargeting that waited for the planner past its budget (:func:`planner_busy`).
 * ``COLLISION`` / ``START_IN_COLLISION`` / ``GOAL_IN_COLLISION`` / ``NO_SOLUTION`` (a pose
   goal no IK solution reaches) / ``PLANNING_FAILED`` / ``TIMEOUT``: a plan or a retargeting
   (:func:`plan_code`; retargeting also PLANNING_FAILED past the URDF velocity limits).
@@ -75,6 +76,15 @@ def retarget_compile_timeout(budget: float, steps: int) -> RequestError:
         f"the {budget:.3g} s budget ran out while the retargeting program for motions of "
         f"{steps} steps with these links compiles (its first use; the compile goes on in the "
         "background): retry shortly, or give a longer timeout",
+    )
+
+
+def planner_busy(budget: float) -> RequestError:
+    return RequestError(
+        ErrorCode.TIMEOUT,
+        f"the {budget:.3g} s budget ran out while waiting for the planner (one plan or "
+        "retargeting at a time; after the node starts, its warm-up compiles the first plans' "
+        "programs): retry shortly, or give a longer timeout",
     )
 
 
