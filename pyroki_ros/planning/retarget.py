@@ -141,7 +141,7 @@ def retarget(
     Returns:
         (the PlanResult over the T steps, per-step RMS keypoint error (T,) m).
     """
-    clock, budget_clock = time.perf_counter(), CompileFreeClock()
+    clock = CompileFreeClock()  # the budget's: compiles not counted
     robot = planner.robot
     n = robot.n_joints
     keypoints = np.asarray(keypoints, np.float64)
@@ -235,7 +235,7 @@ def retarget(
             # one too where the pace is known (at least one iteration: a path). One
             # iteration's time is kept for the path's FK and errors after the loop.
             pace = planner.seconds_per_iteration.get(t_count) or 0.0
-            left = timeout - budget_clock.elapsed() - pace
+            left = timeout - clock.elapsed() - pace
             if pace:
                 chunk = min(chunk, int(left // pace))
             if result is None:
@@ -257,7 +257,7 @@ def retarget(
             if result.iterations < chunk:  # converged
                 break
         result = dataclasses.replace(
-            result, iterations=iterations, solve_seconds=time.perf_counter() - clock
+            result, iterations=iterations, solve_seconds=time.perf_counter() - clock.start
         )
     frames = np.asarray(_link_poses(robot, result.path[:t_real].astype(np.dtype(robot.dtype))))
     idx = [robot.link_index(link) for link in links]
