@@ -105,11 +105,18 @@ def test_compute_fk_round_trip_across_processes(ros_env, tmp_path):
         request = ComputeFK.Request(link_names=["panda_link3", "panda_hand"], frame_id="world")
         request.robot_state.name = ["panda_joint1", "panda_joint2"]
         request.robot_state.position = [0.3, -0.5]
-        future = client.call_async(request)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-        executor.spin_until_future_complete(future, timeout_sec=30)
-        assert future.done(), f"no response within 30 s\n{_stop(server)}"
+        # A request sent right after discovery can be lost: the server may answer before it
+        # has matched the client's response reader ("failed to send response (timeout)",
+        # seen once in a full run here), so the call is repeated, three times at most.
+        for _ in range(3):
+            future = client.call_async(request)
+            executor.spin_until_future_complete(future, timeout_sec=10)
+            if future.done():
+                break
+            client.remove_pending_request(future)
+        assert future.done(), f"no response within 3 x 10 s\n{_stop(server)}"
         response = future.result()
     finally:
         if node is not None:

@@ -440,6 +440,7 @@ class _Demo:
             self.check(ratio <= 1.0 + 1e-3, "teleop step above the velocity limit")
 
     def plan_around_obstacle(self) -> None:
+        from builtin_interfaces.msg import Duration
         from geometry_msgs.msg import PoseStamped
         from shape_msgs.msg import SolidPrimitive
 
@@ -477,8 +478,14 @@ class _Demo:
             obstacles=[box],
             obstacle_poses=[box_pose],
             execute=True,
+            # Right after the model loads, the node's warm-up holds the planner (~50 s here)
+            # and a plan waits for it at most its budget: this one may wait.
+            timeout=Duration(sec=int(self.timeout)),
         )
-        out.line("  planning (the first plan compiles the optimiser; cached for the next run) ...")
+        out.line(
+            "  planning (the first plan waits for the node's warm-up of the planner, or "
+            "compiles; cached for the next run) ..."
+        )
         before = len(self.trajectories)
         response, rtt = self.call(client, request, timeout=max(self.timeout, 300.0))
         self.check(
