@@ -213,7 +213,5 @@ def run_after_compile(
     if not queue.submit(key, lambda: work(deferred)):
         return busy()
     if budget > 0:
-        answer_within(
-            deferred, budget - answer_margin(budget) - (time.perf_counter() - start), late
-        )
+        answer_within(deferred, core_budget(budget, start), late)
     return deferred

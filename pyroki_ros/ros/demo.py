@@ -478,8 +478,8 @@ class _Demo:
             obstacles=[box],
             obstacle_poses=[box_pose],
             execute=True,
-            # Right after the model loads, the node's warm-up holds the planner (~50 s here)
-            # and a plan waits for it at most its budget: this one may wait.
+            # Right after the model loads, the node's warm-up holds the planner (tens of
+            # seconds: the node logs it) and a plan waits for it at most its budget.
             timeout=Duration(sec=int(self.timeout)),
         )
         out.line(

@@ -422,8 +422,8 @@ class LoadedModel:
 
     def _ready_chunk(self, objective: O.Objective, size: int) -> int:
         """Targets per call for a batch with a budget: ``size``, or fewer when its program
-        is not compiled yet but a smaller bucket's is (a first compile, 2-3 s for 1024
-        targets here, would spend the budget before a target is solved; the node's warm-up
+        is not compiled yet but a smaller bucket's is (a first compile, seconds: the node
+        logs its warm-up's, would spend the budget before a target is solved; the node's warm-up
         compiles the buckets of ``warmup_batch_sizes`` in the background meanwhile)."""
         if self._key((objective,), size) in self._compiled:
             return size

@@ -5,8 +5,8 @@ requests.py turns a request into a :class:`~pyroki_ros.ros.requests.PlanProblem`
 :class:`Planner` (one plan at a time per model) and times the path; responses.py answers.
 
 Retargeting compiles programs per structure (:func:`retarget_key`: links, weighted links,
-vectors, motion length), 12-14 s on this CPU (a 4,096-step motion in the node: 13 s,
-bench/hostile_input.py case 2g), which the core's budget cannot cut short. The node asks
+vectors, motion length), seconds (the node logs each; docs/benchmarks/hostile_input.md,
+case 2g, reports a 4,096-step motion's), which the core's budget cannot cut short. The node asks
 :meth:`Planner.retarget_ready` first and runs a new structure's :func:`compile_retarget` on
 a compile thread, so that the request's budget counts it.
 
