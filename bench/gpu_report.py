@@ -384,7 +384,7 @@ def ik_rows(ctx: Context, report: Report) -> None:
     from pyroki_ros import objectives as O
     from pyroki_ros.ik import IKSolver
 
-    solver = IKSolver(ctx.robot)
+    solver = IKSolver(ctx.robot, iterations_per_trip=ctx.args.per_trip)
     for batch in ctx.sizes.ik:
         targets = ctx.hand_poses(ctx.random_q(batch))
         objective = O.pose(TIP, targets)
@@ -402,7 +402,8 @@ def ik_rows(ctx: Context, report: Report) -> None:
                 rate=per_second(batch, best, "targets"),
                 success=fraction(solved, batch),
                 verified=fraction(verified, solved),
-                note=f"one call; first call {ms(first)}",
+                note=f"one call; first call {ms(first)}; LM iterations per target: "
+                f"max {int(result.iterations.max())}, mean {result.iterations.mean():.1f}",
             )
         )
 
@@ -410,18 +411,19 @@ def ik_rows(ctx: Context, report: Report) -> None:
 def latency_rows(ctx: Context, report: Report) -> None:
     from pyroki_ros.ik import IKSolver
 
-    solver = IKSolver(ctx.robot)
+    solver = IKSolver(ctx.robot, iterations_per_trip=ctx.args.per_trip)
     hand = solver.pose_solver(TIP, active_joints=ctx.arm)
     count = ctx.sizes.latency
     targets = ctx.hand_poses(ctx.random_q(count))
     hand(targets[0])  # compiles
-    seconds, q, success = [], [], []
+    seconds, q, success, iterations = [], [], [], []
     for target in targets:
         start = time.perf_counter()
         answer = hand(target)
         seconds.append(time.perf_counter() - start)
         q.append(answer.q)
         success.append(bool(answer.success))
+        iterations.append(int(np.asarray(answer.iterations).reshape(-1)[0]))
     success = np.asarray(success)
     verified = ctx.verify_ik(np.asarray(q), targets, success)
     report.add(
@@ -433,6 +435,8 @@ def latency_rows(ctx: Context, report: Report) -> None:
             rate=per_second(count, float(np.sum(seconds)), "targets"),
             success=fraction(int(success.sum()), count),
             verified=fraction(verified, int(success.sum())),
+            note=f"LM iterations per target: median {np.median(iterations):.0f}, "
+            f"max {max(iterations)}",
         )
     )
 
@@ -489,25 +493,26 @@ def _plan_rows(
 
     # plan: one pair per call (its fallbacks: other goal configurations, bent paths, ...)
     count = min(sizes.plans, len(cases)) if group == "plan" else len(cases)
-    first, seconds, results = each_timed(
-        lambda i=i: planner.plan(
-            starts[i], [O.pose(TIP, goals[i])], world=worlds[i], num_steps=steps
+    if count:  # (--plans 0: the batched rows only)
+        first, seconds, results = each_timed(
+            lambda i=i: planner.plan(
+                starts[i], [O.pose(TIP, goals[i])], world=worlds[i], num_steps=steps
+            )
+            for i in range(count)
         )
-        for i in range(count)
-    )
-    solved = sum(r.success for r in results)
-    report.add(
-        Row(
-            group,
-            f"plan, {label}, one pair per call",
-            size=f"{count} plans, T = {steps}",
-            time=median_p95(seconds),
-            rate=per_second(count, float(np.sum(seconds)), "plans"),
-            success=fraction(solved, count),
-            verified=fraction(verified_each(results), solved),
-            note=f"first plan {ms(first)}",
+        solved = sum(r.success for r in results)
+        report.add(
+            Row(
+                group,
+                f"plan, {label}, one pair per call",
+                size=f"{count} plans, T = {steps}",
+                time=median_p95(seconds),
+                rate=per_second(count, float(np.sum(seconds)), "plans"),
+                success=fraction(solved, count),
+                verified=fraction(verified_each(results), solved),
+                note=f"first plan {ms(first)}",
+            )
         )
-    )
 
     # plan_batch, batched: one vmapped solve, no fallbacks
     if world is None:  # a scene per problem: one call per problem
@@ -777,6 +782,10 @@ def machine_lines(args, sizes: Sizes, mode: str) -> list[str]:
         ),
         f"- {', '.join(versions)}",
         (
+            f"- XLA_FLAGS: `{os.environ.get('XLA_FLAGS', '')}`; IK iterations per loop trip: "
+            f"{args.per_trip or 'the solver default'}"
+        ),
+        (
             f"- mode: {mode} (IK batches {', '.join(f'{b:,}' for b in sizes.ik)}; plan batches "
             f"{', '.join(map(str, sizes.plan_batches))}; T = {sizes.steps})"
         ),
@@ -816,6 +825,12 @@ def main(argv=None) -> int:
         "but 'first call' then measures loading, not compiling",
     )
     parser.add_argument("--repeat-budget", type=float, default=10.0, help="s per timed row")
+    parser.add_argument(
+        "--per-trip",
+        type=int,
+        help="IK: LM iterations per trip of the solve's loop (IKSolver's iterations_per_trip; "
+        "default: the solver's for the device)",
+    )
     # size overrides (tests, or a tight GPU lease)
     parser.add_argument("--fk-batches")
     parser.add_argument("--ik-batches")

@@ -33,6 +33,7 @@ from pyroki_ros.ik.settings import _FIELDS, _WIDTH, Objectives, _answer_columns,
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.solver.damping import IK as _DAMPING
 from pyroki_ros.solver.damping import improves
+from pyroki_ros.solver.lm import while_loop
 
 
 def _kronecker_steps(n: int) -> np.ndarray:
@@ -223,7 +224,9 @@ def _answer(layout: _Layout, acc, best, done, iterations):
     )
 
 
-def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.Array:
+def _single_solve(
+    robot, objectives, seeds, settings: _Settings, valid, per_trip: int = 1
+) -> jax.Array:
     """The one-problem program (bucket 1): the loop of :func:`_queue_solve` without the queue,
     so the box is computed once and no iteration gathers or scatters problem data. A problem
     that is not ``valid`` (NaN, a zero quaternion) runs no iteration and reports failure.
@@ -272,7 +275,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
             "done": done,
         }
 
-    s = jax.lax.while_loop(lambda s: ~s["finish"][0], body, state)
+    s = while_loop(lambda s: ~s["finish"][0], body, state, per_trip)
     return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
 
 
@@ -287,6 +290,7 @@ def _queue_solve(
     budget: jax.Array,
     first_restart: int,
     out: jax.Array,
+    per_trip: int = 1,
 ) -> jax.Array:
     """Solves the problems ``order[:n_queued]`` with ``lanes`` parallel solver states.
 
@@ -382,12 +386,19 @@ def _queue_solve(
             "out": out,
         }
 
-    state = jax.lax.while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state)
+    state = while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state, per_trip)
     return state["out"]
 
 
 def _solve_all(
-    robot: Robot, objectives: Objectives, seeds, n_valid, settings: _Settings, lanes: int, valid
+    robot: Robot,
+    objectives: Objectives,
+    seeds,
+    n_valid,
+    settings: _Settings,
+    lanes: int,
+    valid,
+    per_trip: int = 1,
 ) -> jax.Array:
     """All problems ``[0, n_valid)``: a capped pass, then a pass over the leftovers.
 
@@ -404,7 +415,7 @@ def _solve_all(
     out = out.at[:, columns["cost"]].set(jnp.inf)
     problems = jnp.arange(n_problems)
     if n_problems == 1:  # one problem: one pass with the whole budget, no queue
-        return _single_solve(robot, objectives, seeds, settings, valid)
+        return _single_solve(robot, objectives, seeds, settings, valid, per_trip)
     cap = jnp.minimum(
         settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart
     )
@@ -428,6 +439,7 @@ def _solve_all(
             jnp.where(first, cap, settings.max_iterations - cap),
             settings.first_restart + jnp.where(first, 0, _FIRST_PASS_RESTARTS),
             out,
+            per_trip,
         )
 
     return jax.lax.fori_loop(0, 2, one_pass, out)
@@ -441,7 +453,7 @@ _MAX_STEP = np.inf  # rad or m per joint and iteration
 _UNROLL_MAX = 16  # joints: above, the damped step's elimination is replaced by LAPACK
 
 
-def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, per_trip: int = 1):
     """The jitted entry point: one flat array in (the packed settings, then the (N, n + 18 k)
     rows of seeds and targets), one (N, n + 3 + 2k) array out. ``robot`` holds the links the
     objectives need (see Robot.subtree) and every actuated joint.
@@ -485,12 +497,14 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed):
         pick = np.asarray(joints)
         reduced = settings.take(pick)
         robot = robot.with_joints(joints)
-        out = _solve_all(robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid)
+        out = _solve_all(
+            robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid, per_trip
+        )
         out = jnp.concatenate(
             [seeds.at[:, pick].set(out[:, : len(joints)]), out[:, len(joints) :]], 1
         )
     else:
-        out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid)
+        out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid, per_trip)
     q = _wrap_or_clip(out[:, :n], lower, upper, continuous)
     return jnp.concatenate([q, out[:, n:]], axis=1)
 
@@ -503,7 +517,9 @@ def _wrap_or_clip(q, lower, upper, continuous):
     return jnp.clip(wrapped, lower, upper)
 
 
-def _sharded_solve(robot: Robot, structure: tuple, lanes: int, settings_vector, params):
+def _sharded_solve(
+    robot: Robot, structure: tuple, lanes: int, settings_vector, params, per_trip: int = 1
+):
     """:func:`_packed_solve` of one device's share of the problems (the body of a
     ``shard_map``): ``settings_vector`` (_Settings.size(n),) the same on every device, ``params``
     (N / devices, n + 18 k) this device's rows. The count of real (not padding) problems in
@@ -513,7 +529,7 @@ def _sharded_solve(robot: Robot, structure: tuple, lanes: int, settings_vector, 
     last = _Settings.n_valid_index(robot.n_joints)
     local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
     packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
-    return _packed_solve(robot, structure, lanes, packed)
+    return _packed_solve(robot, structure, lanes, packed, per_trip)
 
 
 @dataclasses.dataclass(frozen=True)
