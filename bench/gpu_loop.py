@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""Where the GPU's IK time goes: the solver's while loop, with and without XLA command buffers
-(CUDA graphs) and with several LM iterations per loop trip.
+"""Where the GPU's IK time goes: the solver's while loop, its restarts one after another or
+side by side, with and without XLA command buffers (CUDA graphs).
 
-Each trip of an XLA while loop on a GPU launches the body's kernels and reads the loop's
-condition back to the host. This script runs ``bench/gpu_report.py`` (IK batches, single-target
-latency, optionally the batched planner) once per variant, each in its own process (XLA reads
+Each trip of an XLA while loop on a GPU launches the body's kernels (a CUDA graph) and reads
+the loop's condition back to the host, so a batch costs about as many trips as its slowest
+problem needs. This script runs ``bench/gpu_report.py`` (IK batches, single-target latency,
+optionally the batched planner) once per variant, each in its own process (XLA reads
 ``XLA_FLAGS`` once per process; a flag this XLA does not know stops only that variant):
 
-* ``--per-trip K``: ``IKSolver(iterations_per_trip=K)`` (solver/lm.py ``while_loop``);
+* ``--parallel-restarts on|off``: a batch's remaining restarts as parallel jobs (the GPU
+  default) or one after another in each problem's lane (the CPU default), see ik/lm.py
+  ``_solve_all``;
 * ``XLA_FLAGS`` with the command-buffer types that put the loop itself into a CUDA graph
   (``WHILE``, ``CONDITIONAL``) or with command buffers off.
 
+Variants measured before (docs/benchmarks/gpu_runs/2026-11-27-loop.md, at commit c6927e9,
+which still had them): several LM iterations per loop trip (no gain, removed).
+
 Usage (repository root; on a CPU it runs too, at small sizes, and says little)::
 
-    python bench/gpu_loop.py --out-dir /tmp/loop [--variants base,trip4] [--quick]
+    python bench/gpu_loop.py --out-dir /tmp/loop [--variants parallel,sequential] [--quick]
 
 Writes one report per variant (``<out-dir>/<variant>.md``) and ``<out-dir>/loop.md`` with a
 table of the IK and plan rows of every variant side by side.
@@ -34,14 +40,12 @@ GRAPHS = (
     "--xla_gpu_graph_min_graph_size=1"
 )
 NO_GRAPHS = "--xla_gpu_enable_command_buffer="
-# name: (XLA_FLAGS, iterations per trip, also the batched planner)
+# name: (XLA_FLAGS, restarts side by side, also the batched planner)
 VARIANTS = {
-    "base": ("", 1, True),
-    "trip4": ("", 4, False),
-    "trip8": ("", 8, False),
-    "graphs": (GRAPHS, 1, True),
-    "graphs-trip4": (GRAPHS, 4, False),
-    "nographs": (NO_GRAPHS, 1, False),
+    "parallel": ("", "on", False),
+    "sequential": ("", "off", False),
+    "graphs": (GRAPHS, "on", True),
+    "nographs": (NO_GRAPHS, "on", False),
 }
 
 
@@ -59,7 +63,7 @@ def main() -> int:
     plan_batches = "4" if args.quick else "256"
     table = ["| variant | row | size | time | success | verified | note |", "|---" * 7 + "|"]
     for name in args.variants.split(","):
-        flags, per_trip, plans = VARIANTS[name]
+        flags, restarts, plans = VARIANTS[name]
         only = "ik,latency,plan" if plans else "ik,latency"
         command = [
             sys.executable,
@@ -70,13 +74,13 @@ def main() -> int:
             f"--latency={50 if args.quick else 200}",
             "--plans=0",
             f"--plan-batches={plan_batches}",
-            f"--per-trip={per_trip}",
+            f"--parallel-restarts={restarts}",
             "--repeat-budget=3",
             f"--out={out_dir / (name + '.md')}",
         ]
         command += [f"--commit={args.commit}"] if args.commit else []
         env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()}
-        print(f"[gpu-loop] {name}: XLA_FLAGS={env['XLA_FLAGS']!r}, per trip {per_trip}", flush=True)
+        print(f"[gpu-loop] {name}: XLA_FLAGS={env['XLA_FLAGS']!r}, restarts {restarts}", flush=True)
         start = time.perf_counter()
         try:
             done = subprocess.run(

@@ -384,7 +384,7 @@ def ik_rows(ctx: Context, report: Report) -> None:
     from pyroki_ros import objectives as O
     from pyroki_ros.ik import IKSolver
 
-    solver = IKSolver(ctx.robot, iterations_per_trip=ctx.args.per_trip)
+    solver = IKSolver(ctx.robot, parallel_restarts=ctx.args.parallel_restarts)
     for batch in ctx.sizes.ik:
         targets = ctx.hand_poses(ctx.random_q(batch))
         objective = O.pose(TIP, targets)
@@ -411,7 +411,7 @@ def ik_rows(ctx: Context, report: Report) -> None:
 def latency_rows(ctx: Context, report: Report) -> None:
     from pyroki_ros.ik import IKSolver
 
-    solver = IKSolver(ctx.robot, iterations_per_trip=ctx.args.per_trip)
+    solver = IKSolver(ctx.robot, parallel_restarts=ctx.args.parallel_restarts)
     hand = solver.pose_solver(TIP, active_joints=ctx.arm)
     count = ctx.sizes.latency
     targets = ctx.hand_poses(ctx.random_q(count))
@@ -782,8 +782,8 @@ def machine_lines(args, sizes: Sizes, mode: str) -> list[str]:
         ),
         f"- {', '.join(versions)}",
         (
-            f"- XLA_FLAGS: `{os.environ.get('XLA_FLAGS', '')}`; IK iterations per loop trip: "
-            f"{args.per_trip or 'the solver default'}"
+            f"- XLA_FLAGS: `{os.environ.get('XLA_FLAGS', '')}`; IK restarts side by side: "
+            f"{ {True: 'on', False: 'off', None: 'the solver default'}[args.parallel_restarts] }"
         ),
         (
             f"- mode: {mode} (IK batches {', '.join(f'{b:,}' for b in sizes.ik)}; plan batches "
@@ -826,10 +826,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--repeat-budget", type=float, default=10.0, help="s per timed row")
     parser.add_argument(
-        "--per-trip",
-        type=int,
-        help="IK: LM iterations per trip of the solve's loop (IKSolver's iterations_per_trip; "
-        "default: the solver's for the device)",
+        "--parallel-restarts",
+        choices=("on", "off"),
+        help="IK: a batch's remaining restarts side by side (IKSolver's parallel_restarts; "
+        "default: the solver's for the device, on for a GPU)",
     )
     # size overrides (tests, or a tight GPU lease)
     parser.add_argument("--fk-batches")
@@ -845,6 +845,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sample-k", type=int)
     parser.add_argument("--segment-samples", type=int)
     args = parser.parse_args(argv)
+    args.parallel_restarts = {"on": True, "off": False, None: None}[args.parallel_restarts]
 
     started = time.perf_counter()
     import jax

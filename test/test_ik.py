@@ -463,6 +463,51 @@ def test_restarts_rescue_a_bad_seed(panda):
     )
 
 
+@pytest.fixture(scope="module")
+def parallel(panda) -> IKSolver:
+    """Restarts side by side (a GPU's default, see IKSolver), here on the CPU with 128 lanes."""
+    return IKSolver(panda.robot, lanes=128, parallel_restarts=True)
+
+
+def test_parallel_restarts_rescue_a_bad_seed(panda, parallel):
+    """The bad-seed problem above with the second pass's restarts run as parallel jobs: as
+    many successes as one restart after another, every one checked by the reference FK."""
+    rng = np.random.default_rng(12)
+    q_star = panda.ref.random(rng, 100)
+    specs = [Spec("pose", "panda_hand")]
+    targets = build(specs, panda.ref, q_star, rng)
+    objective = specs[0].objective(targets[0])
+    result = parallel.solve(objective, seed=panda.lower.copy(), active_joints=PANDA_ARM)
+    check_result(specs, panda, result, targets, min_success=0.99)
+    assert np.mean(result.iterations > 45) > 0.05  # some needed the second pass
+    one_by_one = panda.solver.solve(objective, seed=panda.lower.copy(), active_joints=PANDA_ARM)
+    assert result.success.sum() >= one_by_one.success.sum()
+
+
+@pytest.mark.parametrize("max_iterations", [20, 1000])
+def test_parallel_restarts_keep_the_budget(panda, parallel, max_iterations):
+    """Reachable and unreachable targets mixed (100 rows, the program above): the reachable
+    ones solved, the unreachable ones fail having spent at most ``max_iterations`` over all
+    their parallel restarts (exactly, when the first pass alone spends it)."""
+    rng = np.random.default_rng(13)
+    q_star = panda.ref.random(rng, 100)
+    specs = [Spec("pose", "panda_hand")]
+    targets = build(specs, panda.ref, q_star, rng)
+    far = np.arange(100) % 4 == 1
+    targets[0]["pose"][far, 4:] = 2.0 * _directions(int(far.sum()), rng)
+    result = parallel.solve(
+        specs[0].objective(targets[0]), active_joints=PANDA_ARM, max_iterations=max_iterations
+    )
+    check_result(specs, panda, result, targets, min_success=0.0)
+    assert not result.success[far].any()
+    assert np.all(result.iterations <= max_iterations), result.iterations.max()
+    if max_iterations == 20:  # within the first pass's cap (3 restarts of 15)
+        assert np.all(result.iterations[far] == 20)
+    else:
+        assert result.success[~far].all()
+        assert np.all(result.iterations[far] > 45)  # the second pass's jobs counted
+
+
 # --- 8. unreachable -----------------------------------------------------------------------
 
 

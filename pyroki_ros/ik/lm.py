@@ -33,7 +33,6 @@ from pyroki_ros.ik.settings import _FIELDS, _WIDTH, Objectives, _answer_columns,
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.solver.damping import IK as _DAMPING
 from pyroki_ros.solver.damping import improves
-from pyroki_ros.solver.lm import while_loop
 
 
 def _kronecker_steps(n: int) -> np.ndarray:
@@ -224,9 +223,7 @@ def _answer(layout: _Layout, acc, best, done, iterations):
     )
 
 
-def _single_solve(
-    robot, objectives, seeds, settings: _Settings, valid, per_trip: int = 1
-) -> jax.Array:
+def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.Array:
     """The one-problem program (bucket 1): the loop of :func:`_queue_solve` without the queue,
     so the box is computed once and no iteration gathers or scatters problem data. A problem
     that is not ``valid`` (NaN, a zero quaternion) runs no iteration and reports failure.
@@ -275,7 +272,7 @@ def _single_solve(
             "done": done,
         }
 
-    s = while_loop(lambda s: ~s["finish"][0], body, state, per_trip)
+    s = jax.lax.while_loop(lambda s: ~s["finish"][0], body, state)
     return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
 
 
@@ -290,7 +287,10 @@ def _queue_solve(
     budget: jax.Array,
     first_restart: int,
     out: jax.Array,
-    per_trip: int = 1,
+    parallel: bool = False,
+    jobs: jax.Array | bool = False,
+    jobs_period: jax.Array | int = 1,
+    jobs_iterations: jax.Array | int = 0,
 ) -> jax.Array:
     """Solves the problems ``order[:n_queued]`` with ``lanes`` parallel solver states.
 
@@ -298,6 +298,14 @@ def _queue_solve(
     ``first_restart`` (0 = start at the seed). Answers update the records ``out``
     (N, n + 3 + 2k: q, success, position and orientation errors per objective, iterations,
     cost) where they are better than what is there.
+
+    With ``parallel`` (static) and ``jobs`` (traced) the queue holds restarts instead of
+    problems (see :func:`_solve_all`): ``n_queued`` jobs, job j is restart
+    ``first_restart + j // n_problems_queued`` of problem ``order[j % n_problems_queued]``
+    (``n_problems_queued`` = ``jobs_period``), each with at most ``budget`` iterations (and
+    the rounds together ``jobs_iterations``) and no restart of its own; a job whose problem another job solved stops. Several lanes may then
+    finish the same problem at once: the successful one (else the lowest cost, then the lowest
+    lane) writes, and every lane's iterations count.
     """
     n_problems, n = seeds.shape
     dtype = seeds.dtype
@@ -307,9 +315,16 @@ def _queue_solve(
     steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
     lane_ids = jnp.arange(lanes)
     cost_row = acc_of["cost"].start
+    period = jnp.maximum(jobs_period, 1)
+
+    def position(slot):
+        """Queue slot -> (position in ``order``, restart offset): a job's problem and round."""
+        if not parallel:
+            return slot, 0
+        return jnp.where(jobs, slot % period, slot), jnp.where(jobs, slot // period, 0)
 
     def problem(slot):
-        index = order[jnp.minimum(slot, n_problems - 1)]
+        index = order[jnp.minimum(position(slot)[0], n_problems - 1)]
         picked = jax.tree.map(lambda x: x[index].T, objectives)  # fields (size, lanes)
         seed = seeds[index].T  # (n, lanes)
         return index, picked, seed, _bounds(robot, seed, settings)
@@ -317,9 +332,11 @@ def _queue_solve(
     def restart_point(restart, seed, lower, upper):
         return _restart_point(restart, seed, *_sample_box(lower, upper, settings), steps)
 
-    first = jnp.where(lane_ids < n_queued, lane_ids, n_problems)  # lanes beyond it start idle
+    # lanes beyond the queue start idle (a slot past it; jobs may outnumber the problems)
+    idle = np.iinfo(np.int32).max if parallel else n_problems
+    first = jnp.where(lane_ids < n_queued, lane_ids, idle)
     _, _, seed0, (lower0, upper0, _) = problem(first)
-    restart0 = jnp.full(lanes, first_restart, jnp.int32)  # may be traced
+    restart0 = first_restart + position(first)[1] + jnp.zeros(lanes, jnp.int32)  # may be traced
     empty_acc = jnp.zeros((layout.acc_width(), lanes), dtype).at[cost_row].set(jnp.inf)
     state = {
         "slot": first,
@@ -341,16 +358,20 @@ def _queue_solve(
 
         restarts, iters_restart, iters_total = s["counters"]
         iters_restart, iters_total = iters_restart + 1, iters_total + 1
-        finish = live & (done | (iters_total >= budget))
-        restart = (
-            live
-            & ~finish
-            & ((iters_restart >= settings.iterations_per_restart) | _DAMPING.stuck(lam))
-        )
+        previous = s["out"][index].T  # (out width, lanes)
+        stuck = _DAMPING.stuck(lam)
+        limit = budget
+        if parallel:  # the last round's jobs get what is left of the problem's budget
+            offset = position(s["slot"])[1]
+            limit = jnp.where(jobs, jnp.minimum(budget, jobs_iterations - offset * budget), budget)
+        finish = live & (done | (iters_total >= limit))
+        if parallel:  # a job ends where a restart would begin, or once its problem is solved
+            solved = previous[out_of["success"].start] > 0.5
+            finish = finish | (live & jobs & (stuck | solved))
+        restart = live & ~finish & ((iters_restart >= settings.iterations_per_restart) | stuck)
 
         # Finished lanes write their answer (the converged point, else the best over
         # restarts) unless an earlier pass left a better one.
-        previous = s["out"][index].T  # (out width, lanes)
         iterations = iters_total + previous[out_of["iterations"].start].astype(jnp.int32)
         rows = _answer(layout, acc, best, done, iterations)
         keep_previous = (previous[out_of["success"].start] > 0.5) | (
@@ -361,13 +382,18 @@ def _queue_solve(
             previous.at[out_of["iterations"]].set(rows[out_of["iterations"]]),
             rows,
         )
-        out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows.T, mode="drop")
+        if parallel:
+            out = _write_jobs(s["out"], rows, index, finish, iters_total, out_of)
+        else:
+            out = s["out"].at[jnp.where(finish, index, n_problems)].set(rows.T, mode="drop")
 
         # ... and take the next problems from the queue, in lane order.
         slot = jnp.where(finish, s["next"] + jnp.cumsum(finish) - 1, s["slot"])
         next_slot = s["next"] + jnp.sum(finish, dtype=jnp.int32)
         _, _, new_seed, (new_lower, new_upper, _) = problem(slot)
-        restarts = jnp.where(finish, first_restart, restarts + restart.astype(jnp.int32))
+        restarts = jnp.where(
+            finish, first_restart + position(slot)[1], restarts + restart.astype(jnp.int32)
+        )
         reset = finish | restart
         start = restart_point(restarts, new_seed, new_lower, new_upper)
 
@@ -386,8 +412,28 @@ def _queue_solve(
             "out": out,
         }
 
-    state = while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state, per_trip)
+    state = jax.lax.while_loop(lambda s: jnp.any(s["slot"] < n_queued), body, state)
     return state["out"]
+
+
+def _write_jobs(out, rows, index, finish, iterations, out_of) -> jax.Array:
+    """``out`` (N, width) updated by finishing lanes that may share a problem (restart jobs):
+    per problem one lane writes its record ``rows`` (width, lanes), the successful one, else
+    the lowest cost, then the lowest lane (a scatter of duplicate indices has no defined
+    order); the others add their ``iterations`` (lanes,)."""
+    n_problems, lanes = out.shape[0], rows.shape[1]
+    lane_ids = jnp.arange(lanes)
+    target = jnp.where(finish, index, n_problems)
+    score = jnp.where(rows[out_of["success"].start] > 0.5, -1.0, rows[out_of["cost"].start])
+    lowest = jnp.full(n_problems + 1, jnp.inf, out.dtype).at[target].min(score)
+    candidate = finish & (score <= lowest[target])
+    first = jnp.full(n_problems + 1, lanes, jnp.int32)
+    first = first.at[jnp.where(candidate, index, n_problems)].min(lane_ids)
+    writer = candidate & (first[target] == lane_ids)
+    out = out.at[jnp.where(writer, index, n_problems)].set(rows.T, mode="drop")
+    others = jnp.where(finish & ~writer, index, n_problems)
+    column = out_of["iterations"].start
+    return out.at[others, column].add(iterations.astype(out.dtype), mode="drop")
 
 
 def _solve_all(
@@ -398,7 +444,7 @@ def _solve_all(
     settings: _Settings,
     lanes: int,
     valid,
-    per_trip: int = 1,
+    parallel: bool = False,
 ) -> jax.Array:
     """All problems ``[0, n_valid)``: a capped pass, then a pass over the leftovers.
 
@@ -407,6 +453,13 @@ def _solve_all(
     and a second pass gives the unsolved ones, queued together, the rest of their budget.
     Both passes run the same compiled loop (a loop over passes), so compile time does not
     double.
+
+    ``parallel`` (static; an accelerator's many lanes, see ``IKSolver``): the second pass
+    queues the unsolved problems' remaining restarts as separate jobs, round by round
+    (restart 3 of every unsolved problem, then restart 4, ...), so that idle lanes run a hard
+    problem's restarts side by side instead of one after another: the loop then runs about
+    as many trips as a few restarts take, not as many as the hardest problem's iterations.
+    A problem's answer is its first success (of simultaneous ones, the lowest lane's).
     """
     n_problems, n = seeds.shape
     k = len(objectives)
@@ -415,7 +468,7 @@ def _solve_all(
     out = out.at[:, columns["cost"]].set(jnp.inf)
     problems = jnp.arange(n_problems)
     if n_problems == 1:  # one problem: one pass with the whole budget, no queue
-        return _single_solve(robot, objectives, seeds, settings, valid, per_trip)
+        return _single_solve(robot, objectives, seeds, settings, valid)
     cap = jnp.minimum(
         settings.max_iterations, _FIRST_PASS_RESTARTS * settings.iterations_per_restart
     )
@@ -424,6 +477,14 @@ def _solve_all(
         first = pass_index == 0
         unsolved = (out[:, columns["success"].start] < 0.5) & (problems < n_valid)
         order = jnp.where(first, problems, jnp.argsort(~unsolved, stable=True))
+        n_unsolved = jnp.sum(unsolved, dtype=jnp.int32)
+        remaining = settings.max_iterations - cap
+        if parallel:
+            per_restart = settings.iterations_per_restart
+            rounds = (remaining + per_restart - 1) // per_restart
+            second = (jnp.where(remaining > 0, n_unsolved * rounds, 0), per_restart)
+        else:
+            second = (jnp.where(remaining > 0, n_unsolved, 0), remaining)
         return _queue_solve(
             robot,
             objectives,
@@ -431,15 +492,14 @@ def _solve_all(
             settings,
             lanes,
             order,
-            jnp.where(
-                first,
-                n_valid,
-                jnp.where(settings.max_iterations > cap, jnp.sum(unsolved, dtype=jnp.int32), 0),
-            ),
-            jnp.where(first, cap, settings.max_iterations - cap),
+            jnp.where(first, n_valid, second[0]),
+            jnp.where(first, cap, second[1]),
             settings.first_restart + jnp.where(first, 0, _FIRST_PASS_RESTARTS),
             out,
-            per_trip,
+            parallel,
+            jobs=~first,
+            jobs_period=n_unsolved,
+            jobs_iterations=remaining,
         )
 
     return jax.lax.fori_loop(0, 2, one_pass, out)
@@ -453,7 +513,7 @@ _MAX_STEP = np.inf  # rad or m per joint and iteration
 _UNROLL_MAX = 16  # joints: above, the damped step's elimination is replaced by LAPACK
 
 
-def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, per_trip: int = 1):
+def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, parallel: bool = False):
     """The jitted entry point: one flat array in (the packed settings, then the (N, n + 18 k)
     rows of seeds and targets), one (N, n + 3 + 2k) array out. ``robot`` holds the links the
     objectives need (see Robot.subtree) and every actuated joint.
@@ -498,13 +558,13 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, per_trip: 
         reduced = settings.take(pick)
         robot = robot.with_joints(joints)
         out = _solve_all(
-            robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid, per_trip
+            robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid, parallel
         )
         out = jnp.concatenate(
             [seeds.at[:, pick].set(out[:, : len(joints)]), out[:, len(joints) :]], 1
         )
     else:
-        out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid, per_trip)
+        out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid, parallel)
     q = _wrap_or_clip(out[:, :n], lower, upper, continuous)
     return jnp.concatenate([q, out[:, n:]], axis=1)
 
@@ -518,7 +578,7 @@ def _wrap_or_clip(q, lower, upper, continuous):
 
 
 def _sharded_solve(
-    robot: Robot, structure: tuple, lanes: int, settings_vector, params, per_trip: int = 1
+    robot: Robot, structure: tuple, lanes: int, settings_vector, params, parallel: bool = False
 ):
     """:func:`_packed_solve` of one device's share of the problems (the body of a
     ``shard_map``): ``settings_vector`` (_Settings.size(n),) the same on every device, ``params``
@@ -529,7 +589,7 @@ def _sharded_solve(
     last = _Settings.n_valid_index(robot.n_joints)
     local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
     packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
-    return _packed_solve(robot, structure, lanes, packed, per_trip)
+    return _packed_solve(robot, structure, lanes, packed, parallel)
 
 
 @dataclasses.dataclass(frozen=True)

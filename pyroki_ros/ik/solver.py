@@ -38,12 +38,6 @@ from pyroki_ros.ik.settings import (
 from pyroki_ros.model.limits import JointLimits
 from pyroki_ros.model.robot import Robot
 
-# LM iterations per trip of the solve's while loop on a GPU or other accelerator (a CPU runs
-# one: there a trip costs nothing extra). Each trip of an XLA while loop on a GPU reads its
-# condition back to the host; several iterations per trip amortise that read.
-# Measured: bench/gpu_loop.py (docs/benchmarks/gpu.md, "The solver's loop on a GPU").
-GPU_ITERATIONS_PER_TRIP = 1
-
 
 @dataclasses.dataclass(frozen=True)
 class StagePlan:
@@ -71,7 +65,7 @@ class IKSolver:
         *,
         lanes: int | None = None,
         device: str | None = None,
-        iterations_per_trip: int | None = None,
+        parallel_restarts: bool | None = None,
     ):
         self.robot = robot
         try:
@@ -81,9 +75,12 @@ class IKSolver:
         # CPU: a few lanes keep each step's arrays small and cache-resident; GPU: one lane per
         # problem, all in parallel.
         self._max_lanes = lanes or (_CPU_LANES if self.device.platform == "cpu" else 1 << 16)
-        # LM iterations per trip of the solve's loop (see GPU_ITERATIONS_PER_TRIP).
-        self._per_trip = iterations_per_trip or (
-            1 if self.device.platform == "cpu" else GPU_ITERATIONS_PER_TRIP
+        # A batch's unsolved problems run their remaining restarts side by side (_solve_all):
+        # default on an accelerator, where lanes are plentiful and each loop trip costs a
+        # graph launch (docs/benchmarks/gpu.md, "The solver's loop on a GPU"); a CPU's few
+        # lanes are better spent on other problems.
+        self._parallel = (
+            self.device.platform != "cpu" if parallel_restarts is None else parallel_restarts
         )
         # Several local devices of this platform: batches are split over them (devices.py).
         self._mesh = devices.batch_mesh(self.device.platform)
@@ -115,13 +112,13 @@ class IKSolver:
                     if mesh is None:
                         pruned = jax.device_put(pruned, self.device)
                         fn = functools.partial(
-                            _packed_solve, pruned, structure, lanes, per_trip=self._per_trip
+                            _packed_solve, pruned, structure, lanes, parallel=self._parallel
                         )
                         program = jax.jit(fn)
                     else:  # the robot as constants of the program (every device), rows split
                         pruned = jax.tree.map(np.asarray, pruned)
                         fn = functools.partial(
-                            _sharded_solve, pruned, structure, lanes, per_trip=self._per_trip
+                            _sharded_solve, pruned, structure, lanes, parallel=self._parallel
                         )
                         program = _ShardedProgram(
                             devices.over_devices(fn, mesh, (devices.SAME, devices.ROWS))

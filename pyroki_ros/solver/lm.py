@@ -20,7 +20,6 @@ accepted iterate lies inside them. The damping schedule and the acceptance test 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 
 import jax
@@ -335,24 +334,6 @@ def solve_chain(
     return ChainResult(
         x=out["x"], cost=out["cost"], iterations=out["iterations"], converged=out["converged"]
     )
-
-
-def while_loop(cond, body, state, per_trip: int = 1):
-    """``jax.lax.while_loop(cond, body, state)`` with up to ``per_trip`` iterations of ``body``
-    in each trip of the loop: the same result (an iteration after ``cond`` turned false keeps
-    the state, by a select), but ``cond`` is read once per trip. On a GPU each trip of an XLA
-    while loop reads its condition back to the host; see ``ik.solver.GPU_ITERATIONS_PER_TRIP``
-    for the measurement. ``per_trip`` 1 is the plain loop."""
-    if per_trip <= 1:
-        return jax.lax.while_loop(cond, body, state)
-
-    def trip(s):
-        s = body(s)  # cond held at the start of the trip
-        for _ in range(per_trip - 1):
-            s = jax.tree.map(functools.partial(jnp.where, cond(s)), body(s), s)
-        return s
-
-    return jax.lax.while_loop(cond, trip, state)
 
 
 def difference_matrix(t_count: int, order: int, *, hold_ends: bool = True) -> np.ndarray:
