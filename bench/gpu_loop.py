@@ -54,12 +54,15 @@ def main() -> int:
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--quick", action="store_true", help="small sizes (a CPU smoke run)")
+    parser.add_argument(
+        "--ik-batches", help="IK batch sizes (default: 1,100 quick, else up to 100,000)"
+    )
     parser.add_argument("--commit")
     parser.add_argument("--timeout", type=float, default=120.0, help="s per variant")
     args = parser.parse_args()
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    batches = "1,100" if args.quick else "1,1000,10000,100000"
+    batches = args.ik_batches or ("1,100" if args.quick else "1,1000,10000,100000")
     plan_batches = "4" if args.quick else "256"
     table = ["| variant | row | size | time | success | verified | note |", "|---" * 7 + "|"]
     for name in args.variants.split(","):
