@@ -56,10 +56,15 @@ def start_node(
 ) -> IsolatedNode:
     """The real node entry point with config/panda.yaml, in its own ROS domain; ``params``:
     more ``name:=value`` parameters. The planner's background warm-up is off unless a
-    ``warmup_plan`` parameter is given (30 s of CPU per node here, beside the test's own work)."""
+    ``warmup_plan`` parameter is given (30 s of CPU per node here, beside the test's own work);
+    without it a test's first plans compile (seconds to tens of seconds here), so the default
+    plan budget is 120 s unless a ``planning_timeout`` is given (a plan past its budget answers
+    TIMEOUT while it compiles on)."""
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
     if not any(param.startswith("warmup_plan:=") for param in params):
         params = (*params, "warmup_plan:=false")
+    if not any(param.startswith("planning_timeout:=") for param in params):
+        params = (*params, "planning_timeout:=120.0")
     extra = [arg for param in params for arg in ("-p", param)]
     return IsolatedNode(
         name,

@@ -366,6 +366,38 @@ def test_a_goal_in_collision_is_refused_and_a_tiny_budget_answers_timeout(node):
     np.testing.assert_allclose(response.trajectory.points[0].positions, STATE, atol=1e-6)
 
 
+def test_a_plan_that_must_compile_answers_timeout_within_its_budget_and_compiles_on(node):
+    """A plan among 20 cylinders (an obstacle-count bucket no other test here uses) compiles
+    new programs for seconds: with a 1 s budget it answers TIMEOUT once the budget and the
+    node's 0.25 s grace have passed (1.5 s with the calls' DDS time), the compile goes on in
+    the background, and the same plan later succeeds as fast."""
+    goal = STATE + np.array([0.3, 0.1, -0.2, 0.2, 0.1, -0.1, 0.2, 0.0])
+    cylinder = SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
+    places = [[-0.7, y, 0.1] for y in np.linspace(-0.8, 0.8, 20)]  # behind the robot
+    request = PlanTrajectory.Request(
+        start_state=joint_state(STATE),
+        goal_state=joint_state(goal),
+        obstacles=[cylinder] * len(places),
+        obstacle_poses=[pose_stamped(make_transform(np.eye(3), p)) for p in places],
+        timeout=Duration(sec=1),
+    )
+    started = time.perf_counter()
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=120.0)
+    elapsed = time.perf_counter() - started
+    assert elapsed <= 1.5, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
+    assert response.error_code.val == ErrorCode.TIMEOUT, response.message
+    assert "compiles" in response.message, response.message
+    deadline = time.monotonic() + 300.0
+    while not response.success and time.monotonic() < deadline:
+        time.sleep(2.0)
+        started = time.perf_counter()
+        response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=120.0)
+        elapsed = time.perf_counter() - started
+        assert elapsed <= 1.5, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
+    assert response.success, response.message
+    np.testing.assert_allclose(response.trajectory.points[-1].positions, goal, atol=1e-6)
+
+
 def test_retarget_motion_follows_keypoints(node):
     t_count = 30
     s = np.linspace(0, 1, t_count)[:, None]
@@ -590,7 +622,7 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
         response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=60.0)
         elapsed = time.perf_counter() - started
         if "planning programs compiled" not in node.node.log():  # the warm-up went on
-            assert elapsed <= 1.0, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
+            assert elapsed <= 1.5, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
             assert response.error_code.val == ErrorCode.TIMEOUT, response.message
             assert "waiting for the planner" in response.message, response.message
 

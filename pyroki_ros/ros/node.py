@@ -67,7 +67,14 @@ from trajectory_msgs.msg import JointTrajectory
 
 from pyroki_ros.msg import CollisionObject, MultiLinkGoal
 from pyroki_ros.ros import bounded, loading, markers, params, planning, requests, responses
-from pyroki_ros.ros.deferred import CompileQueue, Deferred, allow_deferred, run_after_compile
+from pyroki_ros.ros.deferred import (
+    BackgroundWork,
+    CompileQueue,
+    Deferred,
+    allow_deferred,
+    answer_within,
+    run_after_compile,
+)
 from pyroki_ros.ros.description import DescriptionSource
 from pyroki_ros.ros.model import LoadedModel, configure_jax
 from pyroki_ros.ros.params import NODE_NAME
@@ -113,6 +120,12 @@ GIL_SWITCH_INTERVAL = 0.0005
 # garbage that reached the oldest generation waits longer for its collection.
 GC_THRESHOLDS = (700, 10, 1000)
 
+# Plans queued for the plan thread (more: BUSY); each waits at most its budget (TIMEOUT).
+PLANS_QUEUED = 64
+# A plan keeps its budget itself (answering TIMEOUT with its best path); one still running
+# this long after its budget is compiling (not counted, and not cut short): the node then
+# answers TIMEOUT for it and the plan compiles on for the next request.
+PLAN_COMPILE_GRACE_S = 0.25
 GOAL_QOS = QoSProfile(
     depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE
 )
@@ -255,8 +268,10 @@ class PyrokiRosNode(Node):
                 qos_profile=qos,
                 callback_group=group,
             )
-            if kind is RetargetMotion:  # new motion lengths answer from their compile thread
+            if kind in (RetargetMotion, PlanTrajectory):  # they may answer from other threads
                 allow_deferred(service)
+        # Plans run here, one at a time (the planner's lock), answered within their budgets.
+        self._plan_work = BackgroundWork(1, PLANS_QUEUED, name="pyroki_plan")
         # Its own compile thread: a retargeting compile (seconds) never queues IK's.
         self._retarget_compiles = CompileQueue(
             self.settings.max_pending_compiles, name="pyroki_retarget_compile"
@@ -507,17 +522,46 @@ class PyrokiRosNode(Node):
         return responses.compute_fk(response, model, problem, poses, self._stamp())
 
     def _plan_trajectory(self, request: PlanTrajectory.Request, response):
+        """Checks the request here; the plan runs on the plan thread and answers from there,
+        or TIMEOUT once its budget and PLAN_COMPILE_GRACE_S have passed: a plan among a new
+        kind or count of obstacles compiles for seconds, which the core cannot cut short
+        (deferred.py); the plan goes on, so that the next one finds its programs compiled."""
         start_time = time.perf_counter()
-        log = self.get_logger().info
         try:
             model = self._require_model()
             scene = self._scene.objects()
             problem = requests.plan(
                 model, self._planners, request, self.settings, self._latest(), scene
             )
-            result, timed = planning.plan(problem, log, start_time)
         except Exception as e:  # noqa: BLE001
             return self._answer("plan_trajectory", response, e)
+        deferred = Deferred()
+
+        def work() -> None:
+            try:
+                if not deferred.resolved:  # else: answered TIMEOUT while waiting in the queue
+                    planned = self._plan_response(
+                        model, request, problem, scene, PlanTrajectory.Response(), start_time
+                    )
+                    deferred.resolve(planned)
+            except Exception as e:  # noqa: BLE001
+                deferred.resolve(self._answer("plan_trajectory", PlanTrajectory.Response(), e))
+
+        if not self._plan_work.submit(work):
+            busy = responses.plans_queued(PLANS_QUEUED)
+            return self._answer("plan_trajectory", response, busy)
+        budget = problem.timeout
+        if budget > 0:
+            late = lambda: self._answer(
+                "plan_trajectory", PlanTrajectory.Response(), responses.plan_timeout(budget)
+            )
+            elapsed = time.perf_counter() - start_time
+            answer_within(deferred, budget + PLAN_COMPILE_GRACE_S - elapsed, late)
+        return deferred
+
+    def _plan_response(self, model, request, problem, scene, response, start_time: float):
+        log = self.get_logger().info
+        result, timed = planning.plan(problem, log, start_time)
         responses.plan(response, model, result, timed, self._stamp())
         self._execute(request, response)
         response.solve_time = time.perf_counter() - start_time
@@ -626,6 +670,7 @@ class PyrokiRosNode(Node):
         self._stop.set()
         self._compiles.shutdown()
         self._retarget_compiles.shutdown()
+        self._plan_work.shutdown()
         self.worker.destroy_node()
         return super().destroy_node()
 

@@ -260,8 +260,9 @@ PARAMETERS = (
         "planning_timeout",
         5.0,
         "s; wall-clock budget of a ~/plan_trajectory whose request gives none (its timeout 0), "
-        "checked between start paths: past it the answer is TIMEOUT with the best path so far "
-        "(compiling a new problem structure, its first plan, is not counted).",
+        "checked between start paths: past it the answer is TIMEOUT with the best path so far; "
+        "a first plan among a new kind or number of obstacles that is still compiling then "
+        "answers TIMEOUT and compiles on for the next request.",
         float_range=(0.01, 3600.0),
     ),
     Param(

@@ -79,6 +79,23 @@ def retarget_compile_timeout(budget: float, steps: int) -> RequestError:
     )
 
 
+def plan_timeout(budget: float) -> RequestError:
+    return RequestError(
+        ErrorCode.TIMEOUT,
+        f"the {budget:.3g} s budget ran out before the plan was done: it waited for the "
+        "planner (other plans, the start-up warm-up) or compiles (a first plan among a new "
+        "kind or number of obstacles compiles for seconds; that goes on in the background): "
+        "retry shortly, or give a longer timeout",
+    )
+
+
+def plans_queued(max_pending: int) -> RequestError:
+    return RequestError(
+        ErrorCode.BUSY,
+        f"{max_pending} plans are waiting for the planner already: retry shortly",
+    )
+
+
 def planner_busy(budget: float) -> RequestError:
     return RequestError(
         ErrorCode.TIMEOUT,
