@@ -207,7 +207,8 @@ class Bench:
         from harness import IsolatedNode  # test/harness.py
         from node_helpers import CONFIG, publish_robot
 
-        env = IsolatedNode(name, self.work / name, ["--params-file", str(CONFIG)])
+        extra = [arg for param in self.args.node_param for arg in ("-p", param)]
+        env = IsolatedNode(name, self.work / name, ["--params-file", str(CONFIG), *extra])
         publish_robot(
             env.session.node, self.urdf, [*self.joints, "panda_finger_joint2"], [*self.state, 0.02]
         )
@@ -814,6 +815,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--raw-mb", type=float, default=96.0, help="size of the huge raw messages (MB)"
+    )
+    parser.add_argument(
+        "--node-param",
+        action="append",
+        default=[],
+        metavar="NAME:=VALUE",
+        help="a node parameter beside config/panda.yaml (repeatable)",
     )
     parser.add_argument(
         "--reuse-cache",
