@@ -59,12 +59,16 @@ def start_node(
     ``warmup_plan`` parameter is given (30 s of CPU per node here, beside the test's own work);
     without it a test's first plans compile (seconds to tens of seconds here), so the default
     plan budget is 120 s unless a ``planning_timeout`` is given (a plan past its budget answers
-    TIMEOUT while it compiles on)."""
+    TIMEOUT while it compiles on). The test nodes share one compilation cache, written also
+    while serving (``cache_serving_compiles``, off by default) unless the parameter is given,
+    so that a later node loads what an earlier one compiled."""
     cache = tmp_path_factory.getbasetemp() / "jax_cache"
     if not any(param.startswith("warmup_plan:=") for param in params):
         params = (*params, "warmup_plan:=false")
     if not any(param.startswith("planning_timeout:=") for param in params):
         params = (*params, "planning_timeout:=120.0")
+    if not any(param.startswith("cache_serving_compiles:=") for param in params):
+        params = (*params, "cache_serving_compiles:=true")
     extra = [arg for param in params for arg in ("-p", param)]
     return IsolatedNode(
         name,

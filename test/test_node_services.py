@@ -754,6 +754,7 @@ def test_parameters_are_declared_documented_and_loaded_from_the_yaml(node):
         "warmup_batch_sizes",
         "warmup_plan",
         "planning_timeout",  # test nodes without the warm-up: 120 s (node_helpers.start_node)
+        "cache_serving_compiles",  # test nodes share their compiles (node_helpers.start_node)
         "compilation_cache_dir",
         "fixed_frames",
     }

@@ -73,6 +73,21 @@ def configure_jax(device: str, cache: str, logger) -> str | None:
     return wanted
 
 
+# Writing a program to the persistent compilation cache serialises it with Python's lock
+# held (~0.1 s for a plan's programs here): every other request waits meanwhile. Measured by
+# bench/hostile_input.py, case 2h (a plan that compiles), compute_fk's max: 99-281 ms with
+# the cache written, 30-44 ms with it off (docs/benchmarks/hostile_input.md).
+_NO_WRITES_S = 1e9  # a compile-time threshold no compile reaches
+
+
+def cache_writes(enabled: bool) -> None:
+    """Whether programs compiled from now on are written to the persistent compilation cache
+    (when there is one); reading it goes on either way."""
+    jax.config.update(
+        "jax_persistent_cache_min_compile_time_secs", 0.0 if enabled else _NO_WRITES_S
+    )
+
+
 def default_tip(robot: Robot) -> str:
     """A sensible end effector when none is configured: the leaf link at the end of the longest
     chain of revolute joints (ties: fewest other actuated joints, then last in tree order)."""

@@ -76,7 +76,7 @@ from pyroki_ros.ros.deferred import (
     run_after_compile,
 )
 from pyroki_ros.ros.description import DescriptionSource
-from pyroki_ros.ros.model import LoadedModel, configure_jax
+from pyroki_ros.ros.model import LoadedModel, cache_writes, configure_jax
 from pyroki_ros.ros.params import NODE_NAME
 from pyroki_ros.ros.requests import RequestError
 from pyroki_ros.ros.scene import PlanningScene
@@ -147,6 +147,11 @@ class PyrokiRosNode(Node):
         self._device = configure_jax(
             p("device").value, p("compilation_cache_dir").value, self.get_logger()
         )
+        # Loads and warm-ups write their programs to the compilation cache; compiles while
+        # serving only with cache_serving_compiles (model.cache_writes says why).
+        self._cache_serving = bool(p("cache_serving_compiles").value)
+        self._cache_holders = 0
+        self._cache_lock = threading.Lock()
 
         self._model: LoadedModel | None = None
         self._model_lock = threading.Lock()
@@ -325,6 +330,7 @@ class PyrokiRosNode(Node):
         """Builds and warms up a model for ``urdf``, then swaps it in; a failure is logged and
         the model in use stays (False)."""
         self._loading = True
+        self._hold_cache_writes(1)
         start = time.perf_counter()
         try:
             model = self._new_model(urdf, source)
@@ -332,7 +338,15 @@ class PyrokiRosNode(Node):
                 self._swap(model, start)
             return model is not None
         finally:
+            self._hold_cache_writes(-1)
             self._loading = False
+
+    def _hold_cache_writes(self, change: int) -> None:
+        """A load or warm-up starts (+1) or ends (-1): the cache takes new programs while one
+        runs, or always with cache_serving_compiles."""
+        with self._cache_lock:
+            self._cache_holders += change
+            cache_writes(self._cache_holders > 0 or self._cache_serving)
 
     def _new_model(self, urdf: str, source: str) -> LoadedModel | None:
         p = self.get_parameter
@@ -370,6 +384,7 @@ class PyrokiRosNode(Node):
         plans = bool(self.get_parameter("warmup_plan").value)
         if (sizes or plans) and self.context.ok():
             self._stop = threading.Event()
+            self._hold_cache_writes(1)  # released when the warm-up ends
             self._warm_thread = threading.Thread(
                 target=self._warm_in_background,
                 args=(model, sizes, plans, self._stop),
@@ -382,7 +397,10 @@ class PyrokiRosNode(Node):
         self, model: LoadedModel, sizes: list[int], plans: bool, stop: threading.Event
     ) -> None:
         planner = (lambda: self._planners.get(model)) if plans else None
-        loading.warm_up(model, sizes, planner, self.settings.plan, stop, self.get_logger())
+        try:
+            loading.warm_up(model, sizes, planner, self.settings.plan, stop, self.get_logger())
+        finally:
+            self._hold_cache_writes(-1)
 
     # --- inputs --------------------------------------------------------------------------------
 

@@ -430,6 +430,15 @@ PARAMETERS = (
         "empty = off; ignored when JAX_COMPILATION_CACHE_DIR is set).",
         read_only=True,
     ),
+    Param(
+        "cache_serving_compiles",
+        False,
+        "Also write programs first compiled while serving (after a model's load and "
+        "background warm-up) to the compilation cache. Off: only the load's and warm-up's "
+        "programs are kept, because a write holds Python's lock ~0.1 s and every other "
+        "request waits meanwhile.",
+        read_only=True,
+    ),
 )
 
 
