@@ -438,14 +438,23 @@ def test_tiny_max_deviation_far_target_returns_closest_found(panda):
 # --- 7. restarts ---------------------------------------------------------------------------
 
 
-def test_restarts_rescue_a_bad_seed(panda):
-    """Seed with every joint on its lower limit (joint 4 and 6 folded, a poor start): 100
-    reachable pose targets, >= 99 % succeed because restarts move away from it."""
-    rng = np.random.default_rng(12)
-    count = 100
+def _hand_pose_targets(panda, rng_seed: int, count: int, far_every: int = 0):
+    """``count`` pose targets of panda_hand from random reachable configurations (the
+    reference FK); with ``far_every`` > 0 every ``far_every``-th one (from the second) moved
+    2 m from the base, out of reach. Returns (specs, targets, which are far)."""
+    rng = np.random.default_rng(rng_seed)
     q_star = panda.ref.random(rng, count)
     specs = [Spec("pose", "panda_hand")]
     targets = build(specs, panda.ref, q_star, rng)
+    far = (np.arange(count) % far_every == 1) if far_every else np.zeros(count, bool)
+    targets[0]["pose"][far, 4:] = 2.0 * _directions(int(far.sum()), rng)
+    return specs, targets, far
+
+
+def test_restarts_rescue_a_bad_seed(panda):
+    """Seed with every joint on its lower limit (joint 4 and 6 folded, a poor start): 100
+    reachable pose targets, >= 99 % succeed because restarts move away from it."""
+    specs, targets, _ = _hand_pose_targets(panda, 12, 100)
     objective = specs[0].objective(targets[0])
     bad = panda.lower.copy()
     result = panda.solver.solve(objective, seed=bad, active_joints=PANDA_ARM)
@@ -472,10 +481,7 @@ def parallel(panda) -> IKSolver:
 def test_parallel_restarts_rescue_a_bad_seed(panda, parallel):
     """The bad-seed problem above with the second pass's restarts run as parallel jobs: as
     many successes as one restart after another, every one checked by the reference FK."""
-    rng = np.random.default_rng(12)
-    q_star = panda.ref.random(rng, 100)
-    specs = [Spec("pose", "panda_hand")]
-    targets = build(specs, panda.ref, q_star, rng)
+    specs, targets, _ = _hand_pose_targets(panda, 12, 100)
     objective = specs[0].objective(targets[0])
     result = parallel.solve(objective, seed=panda.lower.copy(), active_joints=PANDA_ARM)
     check_result(specs, panda, result, targets, min_success=0.99)
@@ -489,12 +495,7 @@ def test_parallel_restarts_keep_the_budget(panda, parallel, max_iterations):
     """Reachable and unreachable targets mixed (100 rows, the program above): the reachable
     ones solved, the unreachable ones fail having spent at most ``max_iterations`` over all
     their parallel restarts (exactly, when the first pass alone spends it)."""
-    rng = np.random.default_rng(13)
-    q_star = panda.ref.random(rng, 100)
-    specs = [Spec("pose", "panda_hand")]
-    targets = build(specs, panda.ref, q_star, rng)
-    far = np.arange(100) % 4 == 1
-    targets[0]["pose"][far, 4:] = 2.0 * _directions(int(far.sum()), rng)
+    specs, targets, far = _hand_pose_targets(panda, 13, 100, far_every=4)
     result = parallel.solve(
         specs[0].objective(targets[0]), active_joints=PANDA_ARM, max_iterations=max_iterations
     )
@@ -519,12 +520,7 @@ def _directions(count, rng):
 
 def test_unreachable_pose_mixed_with_reachable_ones(panda):
     """20 reachable and 20 unreachable (2 m from the base) pose targets in one batch."""
-    rng = np.random.default_rng(13)
-    q_star = panda.ref.random(rng, 40)
-    specs = [Spec("pose", "panda_hand")]
-    targets = build(specs, panda.ref, q_star, rng)
-    far = np.arange(40) % 2 == 1
-    targets[0]["pose"][far, 4:] = 2.0 * _directions(int(far.sum()), rng)
+    specs, targets, far = _hand_pose_targets(panda, 13, 40, far_every=2)
     result = panda.solver.solve(specs[0].objective(targets[0]), active_joints=PANDA_ARM)
     pos, _ = check_result(specs, panda, result, targets, min_success=0.0)
     assert not result.success[far].any()

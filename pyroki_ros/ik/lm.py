@@ -303,9 +303,10 @@ def _queue_solve(
     problems (see :func:`_solve_all`): ``n_queued`` jobs, job j is restart
     ``first_restart + j // n_problems_queued`` of problem ``order[j % n_problems_queued]``
     (``n_problems_queued`` = ``jobs_period``), each with at most ``budget`` iterations (and
-    the rounds together ``jobs_iterations``) and no restart of its own; a job whose problem another job solved stops. Several lanes may then
-    finish the same problem at once: the successful one (else the lowest cost, then the lowest
-    lane) writes, and every lane's iterations count.
+    the rounds together ``jobs_iterations``) and no restart of its own; a job whose problem
+    another job solved stops. Several lanes may then finish the same problem at once: the
+    successful one (else the lowest cost, then the lowest lane) writes, and every lane's
+    iterations count.
     """
     n_problems, n = seeds.shape
     dtype = seeds.dtype

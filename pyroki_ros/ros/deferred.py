@@ -194,6 +194,24 @@ class CompileQueue:
         self._work.shutdown()
 
 
+def answer_in_background(
+    submit: Callable[[Callable[[], None]], bool],
+    work: Callable[[Deferred], None],
+    deadline: float | None,
+    busy: Callable[[], Any],
+    late: Callable[[], Any],
+) -> Deferred | Any:
+    """``work(deferred)`` handed to ``submit`` (a queue's; False when it is full: ``busy()``
+    at once, instead of a Deferred) answers through ``deferred``; when ``deadline`` (s from
+    now; None: none) comes first, ``late()`` is the answer and the work goes on."""
+    deferred = Deferred()
+    if not submit(lambda: work(deferred)):
+        return busy()
+    if deadline is not None:
+        answer_within(deferred, deadline, late)
+    return deferred
+
+
 def run_after_compile(
     queue: CompileQueue,
     key,
@@ -209,9 +227,5 @@ def run_after_compile(
     ``late()`` is the answer, a little before the budget so that it reaches the caller within
     it (ANSWER_MARGIN), and the compile goes on for the next request. A full queue:
     ``busy()`` at once, instead of a Deferred."""
-    deferred = Deferred()
-    if not queue.submit(key, lambda: work(deferred)):
-        return busy()
-    if budget > 0:
-        answer_within(deferred, core_budget(budget, start), late)
-    return deferred
+    deadline = core_budget(budget, start) if budget > 0 else None
+    return answer_in_background(lambda job: queue.submit(key, job), work, deadline, busy, late)

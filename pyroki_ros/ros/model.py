@@ -80,11 +80,17 @@ def configure_jax(device: str, cache: str, logger) -> str | None:
 _NO_WRITES_S = 1e9  # a compile-time threshold no compile reaches
 
 
-def cache_writes(enabled: bool) -> None:
+def cache_write_threshold() -> float:
+    """The configured shortest compile (s) the persistent cache keeps (configure_jax's)."""
+    return float(jax.config.jax_persistent_cache_min_compile_time_secs)
+
+
+def cache_writes(enabled: bool, threshold: float) -> None:
     """Whether programs compiled from now on are written to the persistent compilation cache
-    (when there is one); reading it goes on either way."""
+    (when there is one), those compiled in at least ``threshold`` s; reading goes on either
+    way."""
     jax.config.update(
-        "jax_persistent_cache_min_compile_time_secs", 0.0 if enabled else _NO_WRITES_S
+        "jax_persistent_cache_min_compile_time_secs", threshold if enabled else _NO_WRITES_S
     )
 
 

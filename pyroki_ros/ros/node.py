@@ -72,11 +72,11 @@ from pyroki_ros.ros.deferred import (
     CompileQueue,
     Deferred,
     allow_deferred,
-    answer_within,
+    answer_in_background,
     run_after_compile,
 )
 from pyroki_ros.ros.description import DescriptionSource
-from pyroki_ros.ros.model import LoadedModel, cache_writes, configure_jax
+from pyroki_ros.ros.model import LoadedModel, cache_write_threshold, cache_writes, configure_jax
 from pyroki_ros.ros.params import NODE_NAME
 from pyroki_ros.ros.requests import RequestError
 from pyroki_ros.ros.scene import PlanningScene
@@ -150,6 +150,7 @@ class PyrokiRosNode(Node):
         # Loads and warm-ups write their programs to the compilation cache; compiles while
         # serving only with cache_serving_compiles (model.cache_writes says why).
         self._cache_serving = bool(p("cache_serving_compiles").value)
+        self._cache_threshold = cache_write_threshold()
         self._cache_holders = 0
         self._cache_lock = threading.Lock()
 
@@ -346,7 +347,7 @@ class PyrokiRosNode(Node):
         runs, or always with cache_serving_compiles."""
         with self._cache_lock:
             self._cache_holders += change
-            cache_writes(self._cache_holders > 0 or self._cache_serving)
+            cache_writes(self._cache_holders > 0 or self._cache_serving, self._cache_threshold)
 
     def _new_model(self, urdf: str, source: str) -> LoadedModel | None:
         p = self.get_parameter
@@ -553,9 +554,8 @@ class PyrokiRosNode(Node):
             )
         except Exception as e:  # noqa: BLE001
             return self._answer("plan_trajectory", response, e)
-        deferred = Deferred()
 
-        def work() -> None:
+        def work(deferred: Deferred) -> None:
             try:
                 if not deferred.resolved:  # else: answered TIMEOUT while waiting in the queue
                     planned = self._plan_response(
@@ -565,17 +565,15 @@ class PyrokiRosNode(Node):
             except Exception as e:  # noqa: BLE001
                 deferred.resolve(self._answer("plan_trajectory", PlanTrajectory.Response(), e))
 
-        if not self._plan_work.submit(work):
-            busy = responses.plans_queued(PLANS_QUEUED)
-            return self._answer("plan_trajectory", response, busy)
         budget = problem.timeout
-        if budget > 0:
-            late = lambda: self._answer(
-                "plan_trajectory", PlanTrajectory.Response(), responses.plan_timeout(budget)
-            )
-            elapsed = time.perf_counter() - start_time
-            answer_within(deferred, budget + PLAN_COMPILE_GRACE_S - elapsed, late)
-        return deferred
+        elapsed = time.perf_counter() - start_time
+        answer = lambda e: self._answer("plan_trajectory", PlanTrajectory.Response(), e)
+        return answer_in_background(
+            self._plan_work.submit, work,
+            budget + PLAN_COMPILE_GRACE_S - elapsed if budget > 0 else None,
+            busy=lambda: answer(responses.plans_queued(PLANS_QUEUED)),
+            late=lambda: answer(responses.plan_timeout(budget)),
+        )  # fmt: skip
 
     def _plan_response(self, model, request, problem, scene, response, start_time: float):
         log = self.get_logger().info
