@@ -75,8 +75,9 @@ def configure_jax(device: str, cache: str, logger) -> str | None:
 
 # Writing a program to the persistent compilation cache serialises it with Python's lock
 # held (~0.1 s for a plan's programs here): every other request waits meanwhile. Measured by
-# bench/hostile_input.py, case 2h (a plan that compiles), compute_fk's max: 99-281 ms with
-# the cache written, 30-44 ms with it off (docs/benchmarks/hostile_input.md).
+# bench/hostile_input.py, case 2h (a plan that compiles), compute_fk's max: 101.7 ms with
+# `--cases report --node-param cache_serving_compiles:=true`, 43.2 ms without the writes
+# (the default: docs/benchmarks/hostile_input.md); README, "Hostile input".
 _NO_WRITES_S = 1e9  # a compile-time threshold no compile reaches
 
 
