@@ -79,7 +79,11 @@ BUDGET_S = 2.0
 
 
 def make_planner(
-    fine: bool = False, timeout: float = 0.0, buckets: tuple[int, ...] | None = None
+    fine: bool = False,
+    timeout: float = 0.0,
+    buckets: tuple[int, ...] | None = None,
+    spheres_file: Path | None = None,
+    start_collision: str = "refuse",
 ) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
@@ -87,15 +91,20 @@ def make_planner(
     from pyroki_ros.robots import urdf_path
 
     robot = Robot.from_urdf(urdf_path("panda"))
-    spheres = RobotSpheres.embedded("panda", robot, fine=fine)
+    if spheres_file is not None:
+        spheres = RobotSpheres.from_yaml(robot, spheres_file)
+        model = f"the model in {spheres_file}"
+    else:
+        spheres = RobotSpheres.embedded("panda", robot, fine=fine)
+        model = f"the bundled {'fine' if fine else 'default'} model"
     options = {} if buckets is None else {"obstacle_buckets": buckets}
     optimizer = TrajectoryOptimizer(robot, spheres, **options)
     arm = tuple(j for j in robot.joint_names if j in mc.ARM_JOINTS)
     params = inspect.signature(optimizer.plan).parameters
     notes = [
         (
-            f"Planner spheres: the bundled {'fine' if fine else 'default'} model "
-            f"({spheres.n_spheres} spheres), not robometrics'"
+            f"Planner spheres: {model} ({int(spheres.world_mask.sum())} for obstacles, "
+            f"{spheres.n_pairs} self pairs), not robometrics'"
         ),
     ]
     if buckets is not None:
@@ -109,6 +118,12 @@ def make_planner(
         if name in params:
             notes.append(f"`{name}` left at its default ({params[name].default!r})")
     options = {}
+    if start_collision != "refuse":
+        options["start_collision"] = start_collision
+        notes.append(
+            f"`start_collision={start_collision!r}` (a start the spheres call a collision is "
+            "planned out of; the problems' starts are clear of the real geometry)"
+        )
     if timeout > 0 and "timeout" in params:
         options["timeout"] = timeout
         notes.append(f"`timeout={timeout:g}` s: the plan's budget (the node's config has one too)")
@@ -453,6 +468,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="plan with the bundled fine sphere model (RobotSpheres.embedded(fine=True))",
     )
     parser.add_argument(
+        "--spheres",
+        type=Path,
+        help="plan with this sphere file (RobotSpheres.from_yaml; tools/fit_collision_spheres.py)",
+    )
+    parser.add_argument(
+        "--start-collision",
+        choices=("refuse", "escape"),
+        default="refuse",
+        help="TrajectoryOptimizer.plan(start_collision=...): refuse (default) or escape",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=BUDGET_S,
@@ -477,7 +503,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_start = loadavg()
 
-    planner = make_planner(fine=args.fine_spheres, timeout=args.timeout, buckets=buckets)
+    if args.spheres and args.fine_spheres:
+        parser.error("--spheres and --fine-spheres exclude each other")
+    planner = make_planner(
+        fine=args.fine_spheres,
+        timeout=args.timeout,
+        buckets=buckets,
+        spheres_file=args.spheres,
+        start_collision=args.start_collision,
+    )
     first_label, first = chosen[0]
     t0 = time.perf_counter()
     warm_up = warm(planner, first, num_steps=args.steps, drop_stand=args.drop_stand)

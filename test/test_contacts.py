@@ -139,6 +139,48 @@ def test_a_start_in_collision_is_named_and_an_allowed_contact_plans_out_of_it(pa
     assert reference_clearance(model, plan.path, wall, lambda link, o: link == "panda_link0") >= 0
 
 
+def test_a_start_in_collision_is_planned_out_of_when_asked(panda):
+    """``start_collision="escape"``: a ball 5 mm into the hand at the start. The plan starts at
+    exactly the given start, its first segment is never deeper in the ball than the start
+    (by the reference model, densely), every later segment is clear; a hand deep inside a
+    big ball finds no clear configuration within the escape's reach and is refused."""
+    _, _, planner, model = panda
+    hand = reference_fk(model.urdf, START)["panda_hand"]
+    side = hand[:3, 0]  # the hand's x axis: across the palm, away from the fingers
+
+    def ball_at(depth: float) -> dict:
+        # Moved towards the hand until it overlaps by ``depth`` (steps of the clearance).
+        center = hand[:3, 3] + 0.2 * side
+        for _ in range(20):
+            world = World.create(sphere_centers=[center], sphere_radii=[0.04], names=["ball"])
+            gap, _, _ = planner.deepest_contact(START, world, ContactRules())
+            center = center - (gap + depth) * side
+        return {"sphere_centers": [center], "sphere_radii": [0.04]}
+
+    ball = ball_at(0.005)
+    world = World.create(**ball, names=["ball"])
+    refused = planner.plan(START, GOAL, world=world, num_steps=32)
+    assert refused.reason == START_IN_COLLISION and "ball" in refused.message
+    with pytest.raises(ValueError, match="start_collision"):
+        planner.plan(START, GOAL, world=world, num_steps=32, start_collision="ignore")
+
+    plan = planner.plan(START, GOAL, world=world, num_steps=32, start_collision="escape")
+    assert plan.success, plan.message
+    assert "start in collision" in plan.message and "ball" in plan.message
+    np.testing.assert_array_equal(plan.path[0], START)
+    base = lambda link, o: link == "panda_link0"
+    at_start = reference_clearance(model, plan.path[:1], ball, base)
+    assert -0.0055 < at_start < -0.0045
+    assert reference_clearance(model, plan.path[:2], ball, base) >= at_start - 1e-6
+    assert reference_clearance(model, plan.path[1:], ball, base) >= 0
+
+    deep = World.create(sphere_centers=[hand[:3, 3]], sphere_radii=[0.2], names=["ball"])
+    stuck = planner.plan(START, GOAL, world=deep, num_steps=32, start_collision="escape")
+    assert stuck.reason == START_IN_COLLISION and not stuck.success
+    assert "within 0.2 rad of it no clear configuration" in stuck.message
+    np.testing.assert_array_equal(stuck.path, np.broadcast_to(START, stuck.path.shape))
+
+
 def test_links_of_held_joints_do_not_count_against_obstacles(panda):
     _, _, planner, model = panda
     link3 = reference_fk(model.urdf, START)["panda_link3"]

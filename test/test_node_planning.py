@@ -602,10 +602,13 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
     the model loads; then the first plans of a pose goal among a box and a cylinder, among
     other counts of boxes and cylinders and among boxes alone (the same coarse obstacle
     buckets) need no compile (a cold one takes seconds: docs/benchmarks/mbm.md). A plan sent
-    during the warm-up answers TIMEOUT within its budget."""
+    during the warm-up answers TIMEOUT within its budget. With start_collision:=escape, a
+    start 4 mm into a crate is planned out of, also within 2 s: the trajectory begins at the
+    start, its first segment is no deeper in the crate, the rest is clear (reference spheres)."""
     from harness import wait_until
 
-    with panda_node(tmp_path_factory, "warm_plan", params=("warmup_plan:=true",)) as node:
+    params = ("warmup_plan:=true", "start_collision:=escape")
+    with panda_node(tmp_path_factory, "warm_plan", params=params) as node:
         goal = STATE + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
         target = check.link_pose(goal, "panda_hand")
         pose_goal = [
@@ -633,6 +636,7 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
 
         wait_until(warmed, 900.0, interval=0.5, what="the planner's background warm-up")
         box = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1])
+        box_shape = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.08, 0.08, 0.08])
         cylinder = SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
         for boxes, cylinders in ((1, 1), (9, 3), (5, 0)):
             shapes = [box] * boxes + [cylinder] * cylinders
@@ -654,3 +658,41 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
             q = np.array(response.trajectory.points[-1].positions)
             p_err, r_err = pose_errors(target, check.link_pose(q, "panda_hand"))
             assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
+
+        # A crate 4 mm into the hand (the reference model's clearance, stepped to it; a box:
+        # the warm-up's obstacle kinds).
+        model = check.SphereModel(
+            RobotSpheres.embedded("panda", Robot.from_urdf(urdf_path("panda")))
+        )
+        hand = check.link_pose(STATE, "panda_hand")
+        center = hand[:3, 3] + 0.2 * hand[:3, 0]
+        arm = [i for i, link in enumerate(model.links) if link != "panda_link0"]
+        crate = lambda c: {"box_poses": [[1.0, 0, 0, 0, *c]], "box_half_extents": [[0.04] * 3]}
+
+        def clearance(q, obstacles) -> float:
+            c = collision_reference.sphere_centers(model.urdf, model.links, model.centers, q)
+            d = collision_reference.world_distances(c[arm], model.radii[arm], obstacles)
+            return float(d.min())
+
+        for _ in range(30):
+            center = center - (clearance(STATE, crate(center)) + 0.004) * hand[:3, 0]
+        request = PlanTrajectory.Request(
+            start_state=joint_state(STATE),
+            goal_objectives=pose_goal,
+            obstacles=[box_shape],
+            obstacle_poses=[pose_stamped(make_transform(np.eye(3), center))],
+            obstacle_names=["crate"],
+        )
+        started = time.perf_counter()
+        response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+        elapsed = time.perf_counter() - started
+        assert response.success, response.message
+        assert "planned out of it" in response.message and "crate" in response.message
+        assert elapsed <= 2.0, f"plan out of a start in collision: {elapsed:.2f} s"
+        q = np.array([p.positions for p in response.trajectory.points])
+        np.testing.assert_allclose(q[0], STATE, atol=1e-9)
+        at_start = clearance(STATE, crate(center))
+        assert -0.0045 < at_start < -0.0035
+        first = check.dense(q[:2], 20)
+        assert min(clearance(c, crate(center)) for c in first) >= at_start - 1e-6
+        assert min(clearance(c, crate(center)) for c in check.dense(q[1:], 5)) >= 0

@@ -45,6 +45,15 @@ MARGIN_RAMP = 0.25
 # Goal poses: IK solutions tried as the path's last knot (planning/goals.py).
 GOAL_SEEDS = goal_search.SEEDS
 
+# What a plan does with a start in collision (``start_collision``): "refuse" answers
+# START_IN_COLLISION; "escape" plans from the nearest clear configuration around it, like
+# MoveIt's FixStartStateCollision adapter (a measured state is where the robot is: a sphere
+# model, which reaches past the real surface, can call it a collision).
+START_COLLISION = ("refuse", "escape")
+# rad: largest per-joint offsets (active joints) of the escape's random configurations, in
+# rounds of rrt.CHUNK each; the nearest clear one of the first round that has one is used.
+ESCAPE_REACH = (0.02, 0.05, 0.1, 0.2)
+
 
 def plan(
     planner: TrajectoryOptimizer,
@@ -61,6 +70,7 @@ def plan(
     contacts: col.ContactRules = col.DEFAULT_CONTACTS,
     sampling_budget: float = 1.0,
     timeout: float = 0.0,
+    start_collision: str = "refuse",
     **options,
 ) -> PlanResult:
     """Plans from ``start`` (n,) to a goal: IK objectives (reached at the last knot, the
@@ -87,6 +97,12 @@ def plan(
             default links no active joint moves (the base on its stand) are not checked
             against the world. A start that collides otherwise is not planned from:
             ``reason`` START_IN_COLLISION, the message names both sides.
+        start_collision: "refuse" (default: as above) or "escape": a start in collision is
+            planned out of (:func:`_escape`): the plan starts at the nearest clear
+            configuration within :data:`ESCAPE_REACH` of it and its first knot is the
+            start again; the first segment may overlap, never deeper than the start does
+            (checked densely), and the message says so. No clear configuration that near:
+            START_IN_COLLISION.
         sampling_budget: seconds for the global step (:mod:`pyroki_ros.planning.rrt`:
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
             the next start path once the first one fails (0: none). Not with waypoints.
@@ -109,7 +125,18 @@ def plan(
         raise ValueError(f"num_starts must be >= 1, got {num_starts}")
     active = robot.active_mask(active_joints)
     t_count = int(num_steps)
+    if start_collision not in START_COLLISION:
+        raise ValueError(
+            f"start_collision must be one of {START_COLLISION}, got {start_collision!r}"
+        )
     start_clearance = _clearance(planner, start, world, contacts, active)
+    if start_clearance < 0 and start_collision == "escape":
+        return _escape(
+            planner, start, goal, start_clearance, clock,
+            dict(waypoints=waypoints, world=world, num_steps=num_steps, num_starts=num_starts,
+                 active_joints=active_joints, seed=seed, progress=progress, contacts=contacts,
+                 sampling_budget=sampling_budget, timeout=timeout, **options),
+        )  # fmt: skip
     if start_clearance < 0:
         return _collision(planner, start, world, contacts, active, t_count, clock, start=start)
     rng = np.random.default_rng(seed)
@@ -259,13 +286,83 @@ def _collision(
 ) -> PlanResult:
     """The result for ``q`` (the start, or a joint goal) in collision: ``reason``, the
     deepest contact named (the path: the start held for ``t_count`` knots)."""
-    clearance, side_a, side_b = planner.deepest_contact(q, world, contacts, active)
+    clearance, overlap = _overlap(planner, q, world, contacts, active)
     what = "start" if reason == START_IN_COLLISION else "goal configuration"
-    message = (
-        f"{what} is in collision: {side_a} and {side_b} overlap by {-clearance * 1e3:.1f} mm "
-        "(allow the pair in contacts to plan anyway)"
-    )
+    message = f"{what} is in collision: {overlap} (allow the pair in contacts to plan anyway)"
     return _refused(start, t_count, clock, message, reason, clearance)
+
+
+def _overlap(planner: TrajectoryOptimizer, q, world, contacts, active) -> tuple[float, str]:
+    """The deepest contact of ``q`` (n,): its clearance (m, < 0) and a text naming it."""
+    clearance, side_a, side_b = planner.deepest_contact(q, world, contacts, active)
+    return clearance, f"{side_a} and {side_b} overlap by {-clearance * 1e3:.1f} mm"
+
+
+def _escape(
+    planner: TrajectoryOptimizer, start, goal, start_clearance: float, clock: float, kwargs: dict
+) -> PlanResult:
+    """Plans out of a start in collision (``start_collision="escape"``): random
+    configurations around ``start`` (per-joint offsets up to each :data:`ESCAPE_REACH` in
+    turn, active joints only) at least MIN_MARGIN clear are candidates; of the nearest
+    eight, the first whose straight way from ``start`` never overlaps deeper than ``start``
+    does (``start_clearance``, m; :func:`_deepest`) starts the plan. The path's first knot is
+    then ``start`` again; its first segment (``start`` to the second knot) is held to the
+    same rule, else the plan fails with START_IN_COLLISION."""
+    robot = planner.robot
+    world, contacts = kwargs["world"], kwargs["contacts"]
+    active = robot.active_mask(kwargs["active_joints"])
+    t_count = int(kwargs["num_steps"])
+    clearance = planner.clearance_function(world, contacts, active)
+    rng = np.random.default_rng(kwargs["seed"])
+    # Nearest first: a clear configuration whose straight way from the start is no deeper.
+    escaped = None
+    for reach in ESCAPE_REACH:
+        offsets = rng.uniform(-reach, reach, (rrt.CHUNK, robot.n_joints)) * active
+        q = robot.limits.clip(start + offsets)
+        clear = np.flatnonzero(clearance(q, rrt.CHUNK) >= MIN_MARGIN)
+        near = clear[np.argsort(np.linalg.norm(q[clear] - start, axis=1))]
+        escaped = next(
+            (q[i] for i in near[:8] if _deepest(clearance, start, q[i]) >= start_clearance), None
+        )
+        if escaped is not None:
+            break
+    depth, overlap = _overlap(planner, start, world, contacts, active)
+    if escaped is None:
+        message = (
+            f"start is in collision: {overlap}, and within "
+            f"{ESCAPE_REACH[-1]:g} rad of it no clear configuration is reachable without going deeper"
+        )
+        return _refused(start, t_count, clock, message, START_IN_COLLISION, depth)
+    timeout = kwargs["timeout"]
+    if timeout > 0:
+        kwargs["timeout"] = max(timeout - (time.perf_counter() - clock), 1e-3)
+    result = plan(planner, escaped, goal, **kwargs)
+    path = result.path.copy()
+    path[0] = start
+    deepest = _deepest(clearance, start, path[1])
+    if deepest < start_clearance:
+        message = (
+            f"start is in collision: {overlap}, and the path out of it goes deeper "
+            f"({-deepest * 1e3:.1f} mm)"
+        )
+        return _refused(start, t_count, clock, message, START_IN_COLLISION, depth)
+    note = f"start in collision: {overlap}; planned out of it over the first segment"
+    return dataclasses.replace(
+        result,
+        path=path,
+        min_distance=min(result.min_distance, deepest),
+        message=f"{result.message} ({note})",
+        solve_seconds=time.perf_counter() - clock,
+    )
+
+
+def _deepest(clearance, a: np.ndarray, b: np.ndarray) -> float:
+    """The smallest clearance (m) on the straight segment from ``a`` to ``b`` (n,), sampled
+    at steps of at most 1 mrad per joint (at most rrt.CHUNK samples: one program)."""
+    steps = min(rrt.CHUNK, max(2, int(np.ceil(np.abs(b - a).max() / 1e-3)) + 1))
+    segment = a + np.linspace(0.0, 1.0, steps)[:, None] * (b - a)
+    # float32 sphere distances: a hair below the start's own value is the same depth.
+    return float(clearance(segment, rrt.CHUNK).min()) + 1e-6
 
 
 def _refused(

@@ -16,6 +16,7 @@ import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from pyroki_ros.ik import DEFAULT_ORIENTATION_TOLERANCE, DEFAULT_POSITION_TOLERANCE
+from pyroki_ros.planning.pipeline import START_COLLISION
 from pyroki_ros.ros.conversions import xyzw_to_wxyz
 
 NODE_NAME = "pyroki_ros_node"
@@ -48,6 +49,7 @@ class PlanSettings:
     safety_margin: float = 0.02
     collision_spheres: str = "auto"
     allowed_contacts: tuple[tuple[str, str], ...] = ()  # (link, obstacle or link) pairs
+    start_collision: str = "refuse"  # TrajectoryOptimizer.plan's start_collision
     timeout: float = 5.0  # s, budget of a plan whose request gives none
     retarget_timeout: float = 2.0  # s, budget of a retargeting whose request gives none
 
@@ -283,6 +285,17 @@ PARAMETERS = (
         read_only=True,
     ),
     Param(
+        "start_collision",
+        "refuse",
+        "What ~/plan_trajectory does with a start state the collision model calls a "
+        "collision: refuse = answer START_IN_COLLISION naming both sides; escape = plan from "
+        "the nearest clear configuration within 0.2 rad per active joint (as MoveIt's "
+        "FixStartStateCollision adapter does), the first segment never overlapping deeper than "
+        "the start, and say so in the answer's message (a measured state is where the robot "
+        "is; spheres reach past its surface).",
+        read_only=True,
+    ),
+    Param(
         "sampler_checkpoint",
         "",
         "Learned IK sampler for this robot: the name of a model shipped in the package "
@@ -487,6 +500,12 @@ def read(node, changed: dict | None = None) -> Settings:
         contacts = contact_pairs(value("allowed_contacts"))
     except ValueError as e:
         raise SystemExit(f"{NODE_NAME}: {e}") from None
+    start_collision = str(value("start_collision"))
+    if start_collision not in START_COLLISION:
+        raise SystemExit(
+            f"{NODE_NAME}: parameter 'start_collision' must be one of "
+            f"{', '.join(START_COLLISION)}, got '{start_collision}'"
+        )
     return Settings(
         solve=SolveSettings(
             position_tolerance=float(value("position_tolerance")),
@@ -503,6 +522,7 @@ def read(node, changed: dict | None = None) -> Settings:
             safety_margin=float(value("safety_margin")),
             collision_spheres=str(value("collision_spheres")),
             allowed_contacts=contacts,
+            start_collision=start_collision,
             timeout=float(value("planning_timeout")),
             retarget_timeout=float(value("retarget_timeout")),
         ),

@@ -195,6 +195,7 @@ def plan(
             margin=problem.margin,
             progress=log,
             contacts=problem.contacts,
+            start_collision=problem.start_collision,
             timeout=budget,
         )
     timed = timing.parameterize(

@@ -756,6 +756,7 @@ class PlanProblem:
     acceleration: np.ndarray  # (n,)
     active: tuple[str, ...] | None
     contacts: col.ContactRules
+    start_collision: str  # "refuse" or "escape" (TrajectoryOptimizer.plan)
 
 
 def plan(model, planners, request, settings: Settings, latest, scene=()) -> PlanProblem:
@@ -826,6 +827,7 @@ def plan(model, planners, request, settings: Settings, latest, scene=()) -> Plan
         acceleration=acceleration,
         active=None if active is None else tuple(active),
         contacts=contacts,
+        start_collision=cfg.start_collision,
     )
 
 
