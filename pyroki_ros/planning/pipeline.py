@@ -51,7 +51,7 @@ GOAL_SEEDS = goal_search.SEEDS
 # model, which reaches past the real surface, can call it a collision).
 START_COLLISION = ("refuse", "escape")
 # rad: largest per-joint offsets (active joints) of the escape's random configurations, in
-# rounds of rrt.CHUNK each; the nearest clear one of the first round that has one is used.
+# rounds of rrt.CHUNK each, until a round has a usable one (_escape).
 ESCAPE_REACH = (0.02, 0.05, 0.1, 0.2)
 
 
@@ -98,11 +98,10 @@ def plan(
             against the world. A start that collides otherwise is not planned from:
             ``reason`` START_IN_COLLISION, the message names both sides.
         start_collision: "refuse" (default: as above) or "escape": a start in collision is
-            planned out of (:func:`_escape`): the plan starts at the nearest clear
+            planned out of (:func:`_escape`): the plan starts at a nearby clear
             configuration within :data:`ESCAPE_REACH` of it and its first knot is the
             start again; the first segment may overlap, never deeper than the start does
-            (checked densely), and the message says so. No clear configuration that near:
-            START_IN_COLLISION.
+            (checked densely), and the message says so. None that near: START_IN_COLLISION.
         sampling_budget: seconds for the global step (:mod:`pyroki_ros.planning.rrt`:
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
             the next start path once the first one fails (0: none). Not with waypoints.
@@ -116,6 +115,7 @@ def plan(
             ``margin`` (one value, m) is kept between start and goal; near a start or goal
             closer than it the reach narrows (:func:`_margins`).
     """
+    arguments = dict(locals())  # every argument as given: _escape plans again with all of them
     clock = time.perf_counter()
     robot = planner.robot
     start = _checked_start(robot, start)
@@ -131,12 +131,7 @@ def plan(
         )
     start_clearance = _clearance(planner, start, world, contacts, active)
     if start_clearance < 0 and start_collision == "escape":
-        return _escape(
-            planner, start, goal, start_clearance, clock,
-            dict(waypoints=waypoints, world=world, num_steps=num_steps, num_starts=num_starts,
-                 active_joints=active_joints, seed=seed, progress=progress, contacts=contacts,
-                 sampling_budget=sampling_budget, timeout=timeout, **options),
-        )  # fmt: skip
+        return _escape(arguments, start, active, start_clearance, clock)
     if start_clearance < 0:
         return _collision(planner, start, world, contacts, active, t_count, clock, start=start)
     rng = np.random.default_rng(seed)
@@ -299,7 +294,7 @@ def _overlap(planner: TrajectoryOptimizer, q, world, contacts, active) -> tuple[
 
 
 def _escape(
-    planner: TrajectoryOptimizer, start, goal, start_clearance: float, clock: float, kwargs: dict
+    arguments: dict, start: np.ndarray, active: np.ndarray, start_clearance: float, clock: float
 ) -> PlanResult:
     """Plans out of a start in collision (``start_collision="escape"``): random
     configurations around ``start`` (per-joint offsets up to each :data:`ESCAPE_REACH` in
@@ -307,13 +302,13 @@ def _escape(
     eight, the first whose straight way from ``start`` never overlaps deeper than ``start``
     does (``start_clearance``, m; :func:`_deepest`) starts the plan. The path's first knot is
     then ``start`` again; its first segment (``start`` to the second knot) is held to the
-    same rule, else the plan fails with START_IN_COLLISION."""
+    same rule, else the plan fails with START_IN_COLLISION. ``arguments``: :func:`plan`'s,
+    as given (its ``options`` among them); ``start`` the checked start, ``active`` (n,)."""
+    planner, world, contacts = arguments["planner"], arguments["world"], arguments["contacts"]
     robot = planner.robot
-    world, contacts = kwargs["world"], kwargs["contacts"]
-    active = robot.active_mask(kwargs["active_joints"])
-    t_count = int(kwargs["num_steps"])
+    t_count = int(arguments["num_steps"])
     clearance = planner.clearance_function(world, contacts, active)
-    rng = np.random.default_rng(kwargs["seed"])
+    rng = np.random.default_rng(arguments["seed"])
     # Nearest first: a clear configuration whose straight way from the start is no deeper.
     escaped = None
     for reach in ESCAPE_REACH:
@@ -333,10 +328,11 @@ def _escape(
             f"{ESCAPE_REACH[-1]:g} rad of it no clear configuration is reachable without going deeper"
         )
         return _refused(start, t_count, clock, message, START_IN_COLLISION, depth)
-    timeout = kwargs["timeout"]
-    if timeout > 0:
-        kwargs["timeout"] = max(timeout - (time.perf_counter() - clock), 1e-3)
-    result = plan(planner, escaped, goal, **kwargs)
+    given = {k: v for k, v in arguments.items() if k != "options"}
+    again = {**given, **arguments["options"], "start": escaped}
+    if again["timeout"] > 0:
+        again["timeout"] = max(again["timeout"] - (time.perf_counter() - clock), 1e-3)
+    result = plan(**again)
     path = result.path.copy()
     path[0] = start
     deepest = _deepest(clearance, start, path[1])
@@ -452,9 +448,9 @@ def _refine(
 ) -> PlanResult:
     """An optimised start path (a pose goal it missed) tightened onto its goal. A path that
     still collides goes as it is: the next start path is tried instead. (Penalty
-    continuation, re-optimising with tenfold collision weights, used to push such paths
-    clear: it rescued none of its 15 attempts in the MotionBenchMaker set and 40 random
-    scenes, at up to 1.5 s each; measured 2026-11-27, README "Python API of the core".)"""
+    continuation, re-optimising such a path with tenfold collision weights, was removed:
+    without it random scenes plan as often and their p95 halves,
+    docs/benchmarks/trajopt_penalty_ab.md; MotionBenchMaker's figures in the README.)"""
     if goal_objectives and not candidate.success:
         candidate = _exact_goal(
             planner, candidate, goal_objectives, active_joints, free, solve, weights

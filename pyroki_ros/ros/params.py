@@ -16,7 +16,7 @@ import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from pyroki_ros.ik import DEFAULT_ORIENTATION_TOLERANCE, DEFAULT_POSITION_TOLERANCE
-from pyroki_ros.planning.pipeline import START_COLLISION
+from pyroki_ros.planning.pipeline import ESCAPE_REACH, START_COLLISION
 from pyroki_ros.ros.conversions import xyzw_to_wxyz
 
 NODE_NAME = "pyroki_ros_node"
@@ -289,7 +289,7 @@ PARAMETERS = (
         "refuse",
         "What ~/plan_trajectory does with a start state the collision model calls a "
         "collision: refuse = answer START_IN_COLLISION naming both sides; escape = plan from "
-        "the nearest clear configuration within 0.2 rad per active joint (as MoveIt's "
+        f"a clear configuration within {ESCAPE_REACH[-1]:g} rad per active joint (as MoveIt's "
         "FixStartStateCollision adapter does), the first segment never overlapping deeper than "
         "the start, and say so in the answer's message (a measured state is where the robot "
         "is; spheres reach past its surface).",
