@@ -10,10 +10,18 @@ and obstacle, and the deepest overlap of the planner's spheres per link (all lin
 ``panda_link0``, which stands on the stand). A positive mesh clearance with a sphere overlap
 means the sphere model, not the scene, rules the goal out.
 
-Usage (repository root; ~1 min)::
+``--exact LINK ...`` answers what a better model of those links would buy: per family, the
+problems with at least one own goal configuration clear by the spheres, and by the spheres
+with the named links' spheres replaced by their real geometry (the sampled surfaces above:
+the fingers' boxes, the hand's mesh). It bounds the gain from exact link shapes in the
+planner (its goal search may also find goals the generator did not keep).
+
+Usage (repository root; ~1 min per set)::
 
     .venv/bin/python bench/mbm_goal_clearance.py            # the fine set
     .venv/bin/python bench/mbm_goal_clearance.py --default  # the default spheres
+    .venv/bin/python bench/mbm_goal_clearance.py --exact panda_leftfinger panda_rightfinger \
+        --exact panda_hand panda_leftfinger panda_rightfinger
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from common import machine_line, utc_now
 
@@ -33,6 +42,15 @@ import numpy as np
 def sphere_overlaps(planner: mb.Planner, problem: mp.Problem, q: np.ndarray) -> dict[str, float]:
     """{link: deepest overlap (m, > 0)} of the planner's obstacle spheres at configurations
     ``q`` (K, n), links with an overlap only."""
+    per_link = link_clearances(planner, problem, q)
+    return {link: -float(c.min()) for link, c in per_link.items() if c.min() < 0}
+
+
+def link_clearances(
+    planner: mb.Planner, problem: mp.Problem, q: np.ndarray
+) -> dict[str, np.ndarray]:
+    """{link: (K,) smallest clearance (m) of the planner's obstacle spheres of that link} at
+    configurations ``q`` (K, n), every link but ``panda_link0`` (on the stand)."""
     import jax.numpy as jnp
 
     from pyroki_ros.collision import sphere_centers, world_distances
@@ -42,18 +60,52 @@ def sphere_overlaps(planner: mb.Planner, problem: mp.Problem, q: np.ndarray) -> 
     d = np.asarray(world_distances(centers, spheres.radii, mb.to_world(problem))).min(-1)
     links = np.asarray(spheres.link_names)
     d[:, ~spheres.world_mask] = np.inf
-    out = {}
-    for link in dict.fromkeys(spheres.link_names):
-        deepest = float(d[:, links == link].min())
-        if link != "panda_link0" and deepest < 0:
-            out[link] = -deepest
-    return out
+    return {
+        link: d[:, links == link].min(axis=1)
+        for link in dict.fromkeys(spheres.link_names)
+        if link != "panda_link0"
+    }
+
+
+def exact_gain(planner: mb.Planner, problems, exact: Sequence[tuple[str, ...]]) -> list[str]:
+    """Table rows: per family, problems with an own goal configuration clear by the spheres,
+    and by the spheres with each group of ``exact`` links taken at their real geometry."""
+    counts: dict[str, list[int]] = {}
+    for problem in problems:
+        arm = np.asarray(problem.goal_ik, np.float64).reshape(-1, 7)
+        per_link = link_clearances(planner, problem, mb.configurations(planner, arm))
+        row = counts.setdefault(problem.family, [0] * (len(exact) + 2))
+        row[0] += 1
+        row[1] += bool((np.min(list(per_link.values()), axis=0) >= 0).any())
+        for g, links in enumerate(exact):
+            spheres = [c for link, c in per_link.items() if link not in links]
+            skip = [link for link in mbm_mesh.POINTS if link not in links]
+            real = mbm_mesh.mesh_clearances(arm, problem.scene, skip_links=skip)[0]
+            row[g + 2] += bool(((np.min(spheres, axis=0) >= 0) & (real >= 0)).any())
+    total = [sum(c) for c in zip(*counts.values(), strict=True)]
+    heads = ["family", "problems", "spheres"] + [f"real {' + '.join(g)}" for g in exact]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for family, row in [*counts.items(), ("**all**", total)]:
+        cells = [str(row[0])] + [f"{c} ({100 * c / row[0]:.0f} %)" for c in row[1:]]
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--default", action="store_true", help="the default spheres, not fine")
     parser.add_argument("--spacing", type=float, default=0.001, help="mesh samples (m)")
+    parser.add_argument(
+        "--problems", type=Path, nargs="+", default=list(mb.DEFAULT_SETS), help="problem files"
+    )
+    parser.add_argument(
+        "--exact",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="LINK",
+        help="links taken at their real geometry in the gain table (repeat for more groups)",
+    )
     args = parser.parse_args(argv)
     planner = mb.make_planner(fine=not args.default)
     mbm_mesh.POINTS = mbm_mesh.load_geometry(spacing=args.spacing)
@@ -62,7 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"spheres: {'default' if args.default else 'fine'}; mesh samples every "
         f"{args.spacing * 1e3:g} mm"
     )
-    for path in mb.DEFAULT_SETS:
+    if args.exact:
+        problems = [p for path in args.problems for p in mp.load_problems(path)]
+        print(
+            f"problems with an own goal configuration clear ({', '.join(map(str, args.problems))}):"
+        )
+        print("\n".join(exact_gain(planner, problems, [tuple(g) for g in args.exact])))
+        return 0
+    for path in args.problems:
         for problem in mp.load_problems(path):
             if mb.own_goals_clear(planner, problem).startswith("0/"):
                 arm = np.asarray(problem.goal_ik, np.float64).reshape(-1, 7)

@@ -56,7 +56,8 @@ from mbm_check import Cuboid, Cylinder
 from reference_fk import quat_wxyz_to_matrix, rpy_to_matrix, so3_log
 
 DEMO_SET = mc.DATA / "demo_set.yaml"
-GENERATED_SET = mc.DATA / "generated_seed0.yaml"
+GENERATED_SET = mc.DATA / "generated_seed0.yaml"  # the evaluation set (docs/benchmarks/mbm*.md)
+TUNING_SET = mc.DATA / "generated_seed1.yaml"  # planner settings are chosen on this one
 # MotionBenchMaker's default Panda state (robowflex_resources), the start of its problems.
 READY = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
 STAND = Cuboid("cube_robot_stand", (0.3, 0.25, 0.8), (1.0, 0.0, 0.0, 0.0, -0.05, 0.0, -0.4))

@@ -69,12 +69,13 @@ def test_dump_and_load_round_trip(tmp_path):
     assert yaml.safe_load(path.read_text()) == yaml.safe_load(mp.DEMO_SET.read_text())
 
 
-def test_generated_set_is_valid_by_the_independent_check():
-    """Every problem of the committed set: start and every goal configuration inside the
+@pytest.mark.parametrize("path", [mp.GENERATED_SET, mp.TUNING_SET], ids=["seed0", "seed1"])
+def test_generated_set_is_valid_by_the_independent_check(path):
+    """Every problem of each committed set (evaluation and tuning): start and every goal configuration inside the
     limits, collision-free (robometrics' spheres, panda_link0 excepted; no self collision;
     the real collision geometry, as MotionBenchMaker asks), the goal configurations at the goal pose (1e-6 m / rad, far inside 1 mm / 1 deg)."""
-    assert mp.GENERATED_SET.stat().st_size < 1_000_000
-    problems = mp.load_problems(mp.GENERATED_SET)
+    assert path.stat().st_size < 1_000_000
+    problems = mp.load_problems(path)
     by_family: dict[str, int] = {}
     for p in problems:
         by_family[p.family] = by_family.get(p.family, 0) + 1

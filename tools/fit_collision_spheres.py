@@ -26,10 +26,11 @@ measures a fit's bound; this tool does not print it). Primitive collision geomet
 Panda's finger boxes) is covered exactly by :func:`pyroki_ros.collision.cover_box` and friends. Link names
 and frames of the original and the mesh-free URDF are the same (checked).
 
-These tight spheres are checked against obstacles only. Self-collision uses the default set's
+Links in ``COARSE_LINKS`` keep the default set's spheres (see there). The tight spheres are
+checked against obstacles only. Self-collision uses the default set's
 spheres (``self_spheres`` in the file, role "self"): self pairs grow with the square of the
-sphere count (the 238 tight Panda spheres would make 18,665 pairs; the default set makes
-752), and a plan's links keep centimetres from each other anyway. ``SPHERES_PER_MESH`` and
+sphere count (238 tight Panda spheres, every link fitted, would make 18,665 pairs; the
+default set makes 752), and a plan's links keep centimetres from each other anyway. ``SPHERES_PER_MESH`` and
 ``TOLERANCE`` were chosen on the generated MotionBenchMaker set: the problems with at least
 one of their own goal configurations clear for the obstacle spheres (the benchmark's "own
 goals clear" column) went from 56 of 70 (12 spheres per mesh at 1 cm) to 64 (24 at 5 mm).
@@ -61,6 +62,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pyroki_ros import collision
+from pyroki_ros.collision import fitting
 from pyroki_ros.model.robot import Robot
 
 ERD_VERSION = "6.0.0"
@@ -71,6 +73,22 @@ IGNORE_FRACTION = 0.5
 CLOSE = 0.02  # m
 
 EXTRA_IGNORE = {"panda": [("panda_leftfinger", "panda_rightfinger")], "ur5": []}
+
+# Links whose obstacle spheres stay the default set's (4 per mesh; radii grown to contain
+# every surface sample, as the fitted ones do: grown()): the base and upper arm,
+# which stay out of the clutter the wrist and hand reach into. Fitting them finely made no
+# goal reachable and cost time. Chosen on a tuning set of MotionBenchMaker problems
+# (test/data/mbm/generated_seed1.yaml, not the evaluation set; bench/mbm_benchmark.py
+# --problems ... --spheres FILE, 2026-11-27): every link fine (238 spheres) 63/70 planned
+# and checked, median 229 ms, p95 1.21 s; default on panda_link0..4 (142) 63/70, 136 ms,
+# 0.86 s, and as many problems with an own goal configuration clear (62); default on
+# panda_link0..6 (102) 60/70, 119 ms (4 fewer such problems).
+MESH_PADDING = 1e-3  # m, as RobotSpheres.from_urdf's (the fitted spheres' radii get it too)
+# Surface samples per mesh for grown(): ~1.5 mm apart on the Panda's links. A k-means sphere's
+# boundary can cross the surface steeply, so 4,000 samples (~5 mm apart) left it up to 1 mm
+# short between them.
+SURFACE_SAMPLES = 50_000
+COARSE_LINKS = {"panda": tuple(f"panda_link{i}" for i in range(5)), "ur5": ()}
 
 # name -> original URDF relative to the share folder
 ROBOTS = {
@@ -103,8 +121,48 @@ def default_ignore(robot: Robot, spheres: collision.RobotSpheres) -> list[tuple[
     return sorted(found | {tuple(sorted(p)) for p in EXTRA_IGNORE.get(robot.name, [])})
 
 
+def link_surface_points(source: pathlib.Path, share: pathlib.Path, link: str) -> np.ndarray:
+    """(P, 3) vertices and surface samples of ``link``'s collision meshes in its frame
+    (:func:`pyroki_ros.collision.fitting.mesh_surface_points`, the samples the fits cover)."""
+    import xml.etree.ElementTree as ET
+
+    import trimesh
+
+    out = []
+    for element in ET.fromstring(source.read_text()).findall(f"link[@name='{link}']/collision"):
+        mesh = element.find("geometry/mesh")
+        if mesh is None:
+            continue
+        path = fitting._resolve_mesh(mesh.get("filename", ""), [share, source.parent])
+        if path is None:
+            raise SystemExit(f"{link}: collision mesh {mesh.get('filename')} not found")
+        shape = trimesh.load(path, force="mesh")
+        if mesh.get("scale"):
+            shape.apply_scale([float(v) for v in mesh.get("scale").split()])
+        t = fitting._origin_matrix(element.find("origin"))
+        out.append(fitting.mesh_surface_points(shape, SURFACE_SAMPLES) @ t[:3, :3].T + t[:3, 3])
+    return np.concatenate(out) if out else np.zeros((0, 3))
+
+
+def grown(rows: list[list[float]], points: np.ndarray) -> list[list[float]]:
+    """Spheres ``rows`` ([x, y, z, r]) with radii grown where needed so that every point lies
+    ``MESH_PADDING`` inside the sphere it is deepest in (the default set's k-means spheres
+    miss some surface samples by up to ~1 mm)."""
+    spheres = np.asarray(rows, np.float64)
+    if not len(points):
+        return rows
+    d = np.linalg.norm(points[:, None] - spheres[None, :, :3], axis=-1)
+    deepest = np.argmin(d - spheres[:, 3], axis=1)
+    for j in range(len(spheres)):
+        mine = d[deepest == j, j]
+        if len(mine):
+            spheres[j, 3] = max(spheres[j, 3], np.ceil((mine.max() + MESH_PADDING) * 1e4) / 1e4)
+    return spheres.tolist()
+
+
 def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> None:
     # JSON-style (flow) YAML: pyroki_ros reads it without PyYAML.
+    kept = ", ".join(COARSE_LINKS[name])
     lines = [
         f"# Fine collision spheres for the embedded '{name}' (pyroki_ros/robots/{name}.urdf):",
         f"# RobotSpheres.embedded('{name}', fine=True) / node parameter collision_spheres: fine.",
@@ -114,6 +172,13 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         "# spheres: checked against obstacles; self_spheres: checked for self-collision (the",
         f"# default set, {name}_spheres.yaml); ignore: link pairs left out of self-collision",
         "# checking (rule in the tool's docstring).",
+        *(
+            [
+                f"# Obstacle spheres of {kept}: the default set's, radii grown to contain the mesh (COARSE_LINKS in the tool)."
+            ]
+            if kept
+            else []
+        ),
         "{",
     ]
     for key, role in (("spheres", "world"), ("self_spheres", "self")):
@@ -153,10 +218,15 @@ def main() -> None:
             spheres_per_mesh=SPHERES_PER_MESH,
             tolerance=TOLERANCE,
         )
-        tight = {k: np.round(v, 4).tolist() for k, v in spheres.to_config().items()}
+        coarse = collision.RobotSpheres.embedded(name, robot)
+        tight = {
+            k: grown(coarse.to_config()[k], link_surface_points(source, args.share, k))
+            if k in COARSE_LINKS[name]
+            else np.round(v, 4).tolist()
+            for k, v in spheres.to_config().items()
+        }
         # Self-collision exactly as with the default set: its spheres and its ignore list
         # (the rule above, re-run here, is printed where it now differs from that list).
-        coarse = collision.RobotSpheres.embedded(name, robot)
         ignore = list(coarse.ignore)
         rule = default_ignore(robot, collision.RobotSpheres.from_config(robot, coarse.to_config()))
         if [tuple(p) for p in rule] != ignore:

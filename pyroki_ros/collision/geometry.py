@@ -228,10 +228,12 @@ class RobotSpheres:
         Two sets per robot (``pyroki_ros/robots/``): ``<name>_spheres.yaml``, the default,
         4 spheres per link mesh (Panda: 48, centred near the surface, so they bulge past the
         mesh by centimetres), and with ``fine`` ``<name>_spheres_fine.yaml`` from
-        ``tools/fit_collision_spheres.py``: up to 24 spheres per mesh for obstacles (Panda:
-        238, centred inside, fitted to a 5 mm overshoot target) and the default set for
-        self-collision (role "self"). Grasps in clutter that the default set sees as collisions become feasible;
-        plans cost more (docs/benchmarks/mbm.md and mbm_fine.md).
+        ``tools/fit_collision_spheres.py``: up to 24 spheres per mesh for obstacles, centred
+        inside and fitted to a 5 mm overshoot target, on the links that reach into clutter
+        (Panda: 142, panda_link5 to the fingers; panda_link0..4 keep the default set's) and
+        the default set for self-collision (role "self"). Grasps in clutter that the default
+        set sees as collisions become feasible; plans cost more (docs/benchmarks/mbm.md and
+        mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path
 
