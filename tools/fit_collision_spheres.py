@@ -82,7 +82,9 @@ EXTRA_IGNORE = {"panda": [("panda_leftfinger", "panda_rightfinger")], "ur5": []}
 # --problems ... --spheres FILE, 2026-11-27): every link fine (238 spheres) 63/70 planned
 # and checked, median 229 ms, p95 1.21 s; default on panda_link0..4 (142) 63/70, 136 ms,
 # 0.86 s, and as many problems with an own goal configuration clear (62); default on
-# panda_link0..6 (102) 60/70, 119 ms (4 fewer such problems).
+# panda_link0..6 (102) 60/70, 119 ms (4 fewer such problems). Those were the default set's
+# radii as they are; with them grown (the shipped file) 63/70, 175 ms, p95 0.99 s, 62 such
+# problems (one run, 15:07 UTC, docs/benchmarks/mbm_fine_tuning.md; runs on this shared 2-core machine vary by 20-30 %).
 MESH_PADDING = 1e-3  # m, as RobotSpheres.from_urdf's (the fitted spheres' radii get it too)
 # Surface samples per mesh for grown(): ~1.5 mm apart on the Panda's links. A k-means sphere's
 # boundary can cross the surface steeply, so 4,000 samples (~5 mm apart) left it up to 1 mm
