@@ -440,6 +440,41 @@ def test_from_urdf_fits_a_mesh(tmp_path):
     assert r.max() < 0.2  # fitted, not one sphere around everything
 
 
+def test_collision_mesh_points_lie_on_the_placed_mesh_and_covering_radii_contain_them(tmp_path):
+    """A link's collision mesh points (scale and <origin> applied) lie on the surface of the
+    placed box, checked by undoing the placement by hand; radii grown by covering_radii
+    contain every point with the padding, never shrink, and grow no more than needed."""
+    trimesh = pytest.importorskip("trimesh")
+    from pyroki_ros.collision.fitting import collision_mesh_points, covering_radii
+
+    trimesh.creation.box(extents=(0.2, 0.1, 0.05)).export(tmp_path / "box.stl")
+    urdf = (
+        '<robot name="r"><link name="a"><collision><origin xyz="0.1 0 0.3" rpy="0 0 1.5707963"/>'
+        '<geometry><mesh filename="{}" scale="1 1 2"/></geometry></collision></link></robot>'
+    )
+    (tmp_path / "r.urdf").write_text(urdf.format("box.stl"))
+    points = collision_mesh_points(tmp_path / "r.urdf", "a", count=2000)
+    assert len(points) == 2000 + 8  # the samples and the box's vertices
+    yaw = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # rpy 0 0 pi/2
+    local = (points - [0.1, 0.0, 0.3]) @ yaw  # R^T (p - t), row-wise
+    half = np.array([0.1, 0.05, 0.05])  # z scaled by 2
+    assert np.all(np.abs(local) <= half + 1e-6)
+    assert np.all(np.min(half - np.abs(local), axis=1) <= 1e-6)  # on a face
+    (tmp_path / "missing.urdf").write_text(urdf.format("nowhere.stl"))
+    with pytest.raises(ValueError, match="not found"):
+        collision_mesh_points(tmp_path / "missing.urdf", "a")
+
+    centers = np.array([[0.1, -0.05, 0.3], [0.1, 0.05, 0.3]])
+    radii = np.array([0.01, 0.3])
+    grown = covering_radii(points, centers, radii, padding=1e-3)
+    np.testing.assert_array_equal(grown, radii)  # the big sphere holds every point already
+    radii = np.array([0.01, 0.02])
+    grown = covering_radii(points, centers, radii, padding=1e-3)
+    assert np.all(grown >= radii)
+    gap = np.linalg.norm(points[:, None] - centers[None], axis=2) - grown
+    assert gap.min(axis=1).max() == pytest.approx(-1e-3, abs=1e-12)  # the farthest: padding in
+
+
 def test_fit_mesh_spheres_covers_a_capsule_and_overshoots_by_at_most_the_tolerance():
     trimesh = pytest.importorskip("trimesh")
     from pyroki_ros.collision.fitting import fit_mesh_spheres, mesh_overshoot, mesh_surface_points

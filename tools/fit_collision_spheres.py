@@ -75,16 +75,14 @@ CLOSE = 0.02  # m
 EXTRA_IGNORE = {"panda": [("panda_leftfinger", "panda_rightfinger")], "ur5": []}
 
 # Links whose obstacle spheres stay the default set's (4 per mesh; radii grown to contain
-# every surface sample, as the fitted ones do: grown()): the base and upper arm,
-# which stay out of the clutter the wrist and hand reach into. Fitting them finely made no
-# goal reachable and cost time. Chosen on a tuning set of MotionBenchMaker problems
-# (test/data/mbm/generated_seed1.yaml, not the evaluation set; bench/mbm_benchmark.py
-# --problems ... --spheres FILE, 2026-11-27): every link fine (238 spheres) 63/70 planned
-# and checked, median 229 ms, p95 1.21 s; default on panda_link0..4 (142) 63/70, 136 ms,
-# 0.86 s, and as many problems with an own goal configuration clear (62); default on
-# panda_link0..6 (102) 60/70, 119 ms (4 fewer such problems). Those were the default set's
-# radii as they are; with them grown (the shipped file) 63/70, 175 ms, p95 0.99 s, 62 such
-# problems (one run, 15:07 UTC, docs/benchmarks/mbm_fine_tuning.md; runs on this shared 2-core machine vary by 20-30 %).
+# every surface sample, as the fitted ones do: grown()): the base and upper arm, which stay
+# out of the clutter the wrist and hand reach into. Fitting them finely made no goal
+# reachable and cost time. Chosen on the tuning set of MotionBenchMaker problems
+# (test/data/mbm/generated_seed1.yaml, not the evaluation set): every link fitted (238
+# spheres) and the shipped file (142) both plan 63 of 70, median 229 / 175 ms, p95 1.21 /
+# 0.99 s (docs/benchmarks/mbm_fine_238.md and mbm_fine_tuning.md; one run each, runs on a
+# shared 2-core machine vary by 20-30 %). Leaving panda_link5 and panda_link6 coarse too
+# lost 4 problems with a clear own goal (probe runs, in the 2026-11-27 note on issue 16).
 MESH_PADDING = 1e-3  # m, as RobotSpheres.from_urdf's (the fitted spheres' radii get it too)
 # Surface samples per mesh for grown(): ~1.5 mm apart on the Panda's links. A k-means sphere's
 # boundary can cross the surface steeply, so 4,000 samples (~5 mm apart) left it up to 1 mm
@@ -123,42 +121,13 @@ def default_ignore(robot: Robot, spheres: collision.RobotSpheres) -> list[tuple[
     return sorted(found | {tuple(sorted(p)) for p in EXTRA_IGNORE.get(robot.name, [])})
 
 
-def link_surface_points(source: pathlib.Path, share: pathlib.Path, link: str) -> np.ndarray:
-    """(P, 3) vertices and surface samples of ``link``'s collision meshes in its frame
-    (:func:`pyroki_ros.collision.fitting.mesh_surface_points`, the samples the fits cover)."""
-    import xml.etree.ElementTree as ET
-
-    import trimesh
-
-    out = []
-    for element in ET.fromstring(source.read_text()).findall(f"link[@name='{link}']/collision"):
-        mesh = element.find("geometry/mesh")
-        if mesh is None:
-            continue
-        path = fitting._resolve_mesh(mesh.get("filename", ""), [share, source.parent])
-        if path is None:
-            raise SystemExit(f"{link}: collision mesh {mesh.get('filename')} not found")
-        shape = trimesh.load(path, force="mesh")
-        if mesh.get("scale"):
-            shape.apply_scale([float(v) for v in mesh.get("scale").split()])
-        t = fitting._origin_matrix(element.find("origin"))
-        out.append(fitting.mesh_surface_points(shape, SURFACE_SAMPLES) @ t[:3, :3].T + t[:3, 3])
-    return np.concatenate(out) if out else np.zeros((0, 3))
-
-
 def grown(rows: list[list[float]], points: np.ndarray) -> list[list[float]]:
     """Spheres ``rows`` ([x, y, z, r]) with radii grown where needed so that every point lies
     ``MESH_PADDING`` inside the sphere it is deepest in (the default set's k-means spheres
-    miss some surface samples by up to ~1 mm)."""
+    miss some surface samples by up to ~1 mm), rounded up to the file's 0.1 mm."""
     spheres = np.asarray(rows, np.float64)
-    if not len(points):
-        return rows
-    d = np.linalg.norm(points[:, None] - spheres[None, :, :3], axis=-1)
-    deepest = np.argmin(d - spheres[:, 3], axis=1)
-    for j in range(len(spheres)):
-        mine = d[deepest == j, j]
-        if len(mine):
-            spheres[j, 3] = max(spheres[j, 3], np.ceil((mine.max() + MESH_PADDING) * 1e4) / 1e4)
+    radii = fitting.covering_radii(points, spheres[:, :3], spheres[:, 3], MESH_PADDING)
+    spheres[:, 3] = np.where(radii > spheres[:, 3], np.ceil(radii * 1e4) / 1e4, spheres[:, 3])
     return spheres.tolist()
 
 
@@ -174,13 +143,8 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         "# spheres: checked against obstacles; self_spheres: checked for self-collision (the",
         f"# default set, {name}_spheres.yaml); ignore: link pairs left out of self-collision",
         "# checking (rule in the tool's docstring).",
-        *(
-            [
-                f"# Obstacle spheres of {kept}: the default set's, radii grown to contain the mesh (COARSE_LINKS in the tool)."
-            ]
-            if kept
-            else []
-        ),
+        *([f"# Obstacle spheres of {kept}: the default set's,"] if kept else []),
+        *(["# radii grown to contain the mesh (COARSE_LINKS in the tool)."] if kept else []),
         "{",
     ]
     for key, role in (("spheres", "world"), ("self_spheres", "self")):
@@ -222,7 +186,10 @@ def main() -> None:
         )
         coarse = collision.RobotSpheres.embedded(name, robot)
         tight = {
-            k: grown(coarse.to_config()[k], link_surface_points(source, args.share, k))
+            k: grown(
+                coarse.to_config()[k],
+                fitting.collision_mesh_points(source, k, [args.share], SURFACE_SAMPLES),
+            )
             if k in COARSE_LINKS[name]
             else np.round(v, 4).tolist()
             for k, v in spheres.to_config().items()

@@ -415,6 +415,59 @@ def _resolve_mesh(filename: str, dirs: Sequence[pathlib.Path]) -> pathlib.Path |
     return next((c for c in candidates if c.is_file()), None)
 
 
+def _load_mesh(shape, dirs: Sequence[pathlib.Path]):
+    """The trimesh of a URDF ``<mesh>`` element (its ``scale`` applied), None when its file is
+    not found in ``dirs`` (see :func:`_resolve_mesh`)."""
+    path = _resolve_mesh(shape.get("filename", ""), dirs)
+    if path is None:
+        return None
+    import trimesh
+
+    mesh = trimesh.load(path, force="mesh")
+    scale = shape.get("scale")
+    if scale:
+        mesh.apply_scale([float(s) for s in scale.split()])
+    return mesh
+
+
+def collision_mesh_points(
+    urdf_path: str | pathlib.Path,
+    link: str,
+    package_dirs: Sequence[str | pathlib.Path] = (),
+    count: int = 4000,
+) -> np.ndarray:
+    """(P, 3) points of ``link``'s collision meshes in the link frame: each mesh's vertices
+    and ``count`` area-uniform surface samples (:func:`mesh_surface_points`), the
+    ``<collision>`` origins applied; meshes looked up as for
+    :meth:`~pyroki_ros.collision.RobotSpheres.from_urdf`. ValueError for a mesh not found."""
+    import xml.etree.ElementTree as ET
+
+    urdf_path = pathlib.Path(urdf_path)
+    dirs = [pathlib.Path(d) for d in package_dirs] + [urdf_path.resolve().parent]
+    out = [np.zeros((0, 3))]
+    for element in ET.fromstring(urdf_path.read_text()).findall(f"link[@name='{link}']/collision"):
+        shape = element.find("geometry/mesh")
+        if shape is None:
+            continue
+        mesh = _load_mesh(shape, dirs)
+        if mesh is None:
+            raise ValueError(f"link '{link}': collision mesh '{shape.get('filename')}' not found")
+        origin = _origin_matrix(element.find("origin"))
+        out.append(mesh_surface_points(mesh, count) @ origin[:3, :3].T + origin[:3, 3])
+    return np.concatenate(out)
+
+
+def covering_radii(
+    points: np.ndarray, centers: np.ndarray, radii: np.ndarray, padding: float = 0.0
+) -> np.ndarray:
+    """(k,) radii at least ``radii`` so that every point of ``points`` (P, 3) lies ``padding``
+    inside the sphere it is deepest in (spheres ``centers`` (k, 3), ``radii`` (k,)): the
+    fits' own rule for their radii, applied to a given set of spheres."""
+    radii = np.asarray(radii, np.float64)
+    cover = _cover_radii(np.asarray(points, np.float64), np.asarray(centers, np.float64), radii)
+    return np.where(cover > 0, np.maximum(radii, cover + padding), radii)
+
+
 def _cover_geometry(shape, link, dirs, *, spheres_per_mesh, max_spheres, tolerance, padding):
     tag = shape.tag
     if tag == "sphere":
@@ -429,20 +482,14 @@ def _cover_geometry(shape, link, dirs, *, spheres_per_mesh, max_spheres, toleran
         r, length = _float_attr(shape, "radius", link)[0], _float_attr(shape, "length", link)[0]
         return cover_capsule(r, length, max_spheres, tolerance)
     if tag == "mesh":
-        filename = shape.get("filename", "")
-        path = _resolve_mesh(filename, dirs)
-        if path is None:
+        mesh = _load_mesh(shape, dirs)
+        if mesh is None:
             warnings.warn(
-                f"link '{link}': collision mesh '{filename}' not found; its geometry is skipped",
+                f"link '{link}': collision mesh '{shape.get('filename', '')}' not found; its "
+                "geometry is skipped",
                 stacklevel=3,
             )
             return np.zeros((0, 3)), np.zeros((0,))
-        import trimesh
-
-        mesh = trimesh.load(path, force="mesh")
-        scale = shape.get("scale")
-        if scale:
-            mesh.apply_scale([float(s) for s in scale.split()])
         return fit_mesh_spheres(mesh, spheres_per_mesh, tolerance, padding)
     warnings.warn(f"link '{link}': unsupported collision geometry <{tag}> skipped", stacklevel=3)
     return np.zeros((0, 3)), np.zeros((0,))
