@@ -177,3 +177,38 @@ def test_plan_with_the_global_step_solves_an_mbm_problem(panda):
     verdict = mc.check_path(path, problem.goal_pose, problem.scene)
     assert plan.success, plan.message
     assert verdict.ok, verdict.reason
+
+
+# A wall across the swing of joint 1 from +1.2 to -1.2 rad: most of the straight line is
+# inside it (the pillar above blocks less than half of the line from +0.8 to -0.8).
+WALL = {"box_poses": [[1.0, 0, 0, 0, 0.5, 0.0, 0.4]], "box_half_extents": [[0.06, 0.5, 0.4]]}
+
+
+def _blocked_share(model, obstacles: dict, a: np.ndarray, b: np.ndarray) -> float:
+    """Share of 32 evenly spaced configurations of the line a -> b that the reference model
+    calls a collision (world or self)."""
+    return float(np.mean([min(model.clearances(q, obstacles)) < 0 for q in np.linspace(a, b, 32)]))
+
+
+def test_a_mostly_blocked_straight_line_goes_to_the_global_step_first(panda):
+    """plan() tries the global step's path first when more than pipeline.BLOCKED of the
+    straight joint-space line is inside obstacles, else the straight line first; both plans
+    succeed and pass the independent check."""
+    from pyroki_ros.planning import pipeline
+
+    robot, planner, model = panda
+    arm = robot.joint_names[:7]
+    for obstacles, angle, global_first in ((WALL, 1.2, True), (PILLAR, 0.8, False)):
+        start, goal = _ends(angle)
+        share = _blocked_share(model, obstacles, start, goal)
+        # Each scene sits clearly on its side of the rule (the planner's own spheres are
+        # the same model in float32).
+        assert (share > pipeline.BLOCKED + 0.05) if global_first else (share < 0.5), share
+        lines: list[str] = []
+        plan = planner.plan(
+            start, goal, world=World.create(**obstacles), num_steps=32, active_joints=arm,
+            progress=lines.append, sampling_budget=5.0,
+        )  # fmt: skip
+        assert plan.success, plan.message
+        assert ("(global step)" in lines[0]) == global_first, lines
+        assert _edges_clear(model, plan.path, obstacles) > -1e-3

@@ -54,6 +54,14 @@ START_COLLISION = ("refuse", "escape")
 # rounds of rrt.CHUNK each, until a round has a usable one (_escape).
 ESCAPE_REACH = (0.02, 0.05, 0.1, 0.2)
 
+# The global step goes first when more than this share of the straight start path (sampled
+# at BLOCKED_SAMPLES configurations, one compiled clearance call: ~0.3 ms) lies inside
+# obstacles: local optimisation rarely pulls so buried a line out (a hand under a table,
+# reaching through the shelf above). Chosen on the tuning set (generated_seed1.yaml, fine
+# spheres): table_under_pick lines 0.53-0.95 blocked, every other family's <= 0.68.
+BLOCKED = 0.7
+BLOCKED_SAMPLES = 32
+
 
 def plan(
     planner: TrajectoryOptimizer,
@@ -92,7 +100,8 @@ def plan(
             A joint goal that collides: GOAL_IN_COLLISION too.
         active_joints: joints that may move (default all); the others keep the start value.
         seed: of the random intermediate configurations (plans are deterministic).
-        progress: optional callable taking a line of text per attempt (for a log).
+        progress: optional callable taking a line of text per attempt (for a log; an
+            attempt whose last start path is the global step's says so).
         contacts: contacts that are not collisions (:func:`col.checked_pairs`): by
             default links no active joint moves (the base on its stand) are not checked
             against the world. A start that collides otherwise is not planned from:
@@ -104,7 +113,8 @@ def plan(
             (checked densely), and the message says so. None that near: START_IN_COLLISION.
         sampling_budget: seconds for the global step (:mod:`pyroki_ros.planning.rrt`:
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
-            the next start path once the first one fails (0: none). Not with waypoints.
+            the next start path once the first one fails, or the first when the straight
+            line is mostly inside obstacles (:data:`BLOCKED`) (0: none). Not with waypoints.
         timeout: wall-clock budget (s, 0 = none), checked before each start path,
             bounding the global step and cutting every optimisation (also the goal
             search's pushes of colliding goal configurations) to the LM iterations
@@ -191,10 +201,16 @@ def plan(
             **settings,
         )
 
+    global_first = (
+        sampling_budget > 0
+        and not waypoints
+        and _blocked_share(planner, start, known[0], world, contacts, active) > BLOCKED
+    )
     result, used = None, 0
     for count in attempts:
         if result is not None and budget.left() <= 0:
             break
+        origin = ""  # where the attempt's last start path came from, for progress
         if found is not None and found.more is not None and used + count > len(known):
             # A lazy goal search's first goals are used up: the whole search's join them.
             found = goal_search.extended(found)
@@ -208,7 +224,7 @@ def plan(
                 for i in range(used, used + count)
             ]
         )
-        if sampling_budget > 0 and not waypoints and (used > 0 or count > 1):
+        if sampling_budget > 0 and not waypoints and (used > 0 or count > 1 or global_first):
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
                 margin=float(margin.min()) / 4, seed=seed,
@@ -216,6 +232,7 @@ def plan(
             )  # fmt: skip
             sampling_budget = 0.0  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
+            origin = " (global step)" if seeded is not None else " (global step: none found)"
         used += count
         candidate = _refine(planner, solve(starts, free=free), solve, free, weights,
                             goal_objectives, active_joints)  # fmt: skip
@@ -223,7 +240,7 @@ def plan(
             result = candidate
         if progress is not None:
             progress(
-                f"start path {used}/{sum(attempts)}: {candidate.message} "
+                f"start path {used}/{sum(attempts)}{origin}: {candidate.message} "
                 f"({candidate.iterations} iterations, {candidate.solve_seconds:.3f} s)"
             )
         if result.success:
@@ -285,6 +302,16 @@ def _collision(
     what = "start" if reason == START_IN_COLLISION else "goal configuration"
     message = f"{what} is in collision: {overlap} (allow the pair in contacts to plan anyway)"
     return _refused(start, t_count, clock, message, reason, clearance)
+
+
+def _blocked_share(planner: TrajectoryOptimizer, a, b, world, contacts, active) -> float:
+    """The share of the straight joint-space line from ``a`` to ``b`` (n,) inside obstacles
+    (clearance < 0 at :data:`BLOCKED_SAMPLES` evenly spaced configurations); 0 without a
+    sphere model."""
+    if planner.spheres is None:
+        return 0.0
+    line = np.linspace(a, b, BLOCKED_SAMPLES)
+    return float(np.mean(planner.clearances(line, world, contacts, active) < 0))
 
 
 def _overlap(planner: TrajectoryOptimizer, q, world, contacts, active) -> tuple[float, str]:
