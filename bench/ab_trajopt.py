@@ -28,6 +28,8 @@ Usage (repository root; ~1 min per run on 2 shared CPU cores, compile included):
 
     nice -n 5 .venv/bin/python bench/ab_trajopt.py --rounds 3 --out docs/benchmarks/trajopt.md
     .venv/bin/python bench/ab_trajopt.py --before 629dcc7 --after 77ae860 --rounds 1
+    # the report of an earlier run's --json, with its own heading:
+    .venv/bin/python bench/ab_trajopt.py --report /tmp/ab.json --title "..." --out F.md
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import numpy as np
 BEGIN = "<!-- ab_trajopt:begin -->"
 END = "<!-- ab_trajopt:end -->"
 WORKTREE = "worktree"
+TITLE = "before and after the restructure (issue 15)"
 
 # Run in a side's tree (PYTHONPATH = tree, tree/bench, tree/test): the benchmark's scene with
 # that side's own generator, saved for comparison; also imports what the benchmark imports,
@@ -324,11 +327,11 @@ def pcts(values: list[float]) -> str:
     return " / ".join(f"{v:.1f} %" for v in values)
 
 
-def report(result: dict) -> str:
+def report(result: dict, title: str) -> str:
     a, b = result["summary"]["before"], result["summary"]["after"]
     p = result["params"]
     lines = [
-        "## A/B: before and after the restructure (issue 15)",
+        f"## A/B: {title}",
         "",
         (
             f"Measured {result['started']} - {result['ended']} on {result['host']}, jax "
@@ -421,7 +424,17 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="s per process")
     parser.add_argument("--out", type=Path, help="markdown file: the section between markers")
     parser.add_argument("--json", type=Path, help="all runs and the summary as JSON")
+    parser.add_argument("--title", default=TITLE, help="what is compared (report heading)")
+    parser.add_argument(
+        "--report", type=Path, help="only write the report of an earlier run's --json file"
+    )
     args = parser.parse_args()
+    if args.report:
+        text = report(json.loads(args.report.read_text()), args.title)
+        print(text)
+        if args.out:
+            write_between_markers(args.out, BEGIN, END, text)
+        return 0
 
     command = f"nice -n {os.nice(0)} " if os.nice(0) else ""
     command += ".venv/bin/python bench/ab_trajopt.py " + shlex.join(sys.argv[1:])
@@ -491,7 +504,7 @@ def main() -> int:
         ],
         "run_wall_s": float(np.median([r["wall_s"] for r in runs])),
     }
-    text = report(result)
+    text = report(result, args.title)
     print("\n" + text)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
