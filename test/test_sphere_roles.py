@@ -98,8 +98,8 @@ def test_roles_are_read_from_yaml_and_bad_roles_are_refused(robot, tmp_path):
 
 def test_fine_set_covers_the_real_meshes_and_self_checks_with_the_default_set(robot):
     """Every surface sample of the Panda's collision meshes (5 mm apart, our STL reader)
-    lies inside an obstacle sphere of its link; the self-collision spheres and pairs are the
-    default set's."""
+    lies inside an obstacle sphere or box of its link (the fingers: their URDF boxes); the
+    self-collision spheres and pairs are the default set's."""
     fine = RobotSpheres.embedded("panda", robot, fine=True)
     default = RobotSpheres.embedded("panda", robot)
     assert fine.to_config("self") == default.to_config()
@@ -107,11 +107,30 @@ def test_fine_set_covers_the_real_meshes_and_self_checks_with_the_default_set(ro
     names = np.asarray(fine.link_names)
     centers = np.asarray(fine.centers, np.float64)
     radii = np.asarray(fine.radii, np.float64)
+    box_names = np.asarray(fine.box_link_names)
+    poses = np.asarray(fine.box_poses, np.float64)
+    halves = np.asarray(fine.box_half_extents, np.float64)
     for link, points in mm.POINTS.items():
         mine = (names == link) & fine.world_mask
-        assert mine.any(), link
-        reach = np.linalg.norm(points[:, None] - centers[mine][None], axis=-1) - radii[mine]
-        assert reach.min(axis=1).max() <= 5e-4, link  # within 0.5 mm of being inside
+        boxes = np.flatnonzero(box_names == link)
+        assert mine.any() or boxes.size, link
+        reach = np.full(len(points), np.inf)
+        if mine.any():
+            gaps = np.linalg.norm(points[:, None] - centers[mine][None], axis=-1) - radii[mine]
+            reach = gaps.min(axis=1)
+        for b in boxes:  # how far outside the box (its pose is in the link frame)
+            w, x, y, z = poses[b, :4]
+            rot = np.array(
+                [
+                    [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                    [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                    [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+                ]
+            )
+            local = (points - poses[b, 4:]) @ rot
+            outside = np.linalg.norm(np.maximum(np.abs(local) - halves[b], 0.0), axis=-1)
+            reach = np.minimum(reach, outside)
+        assert reach.max() <= 5e-4, link  # within 0.5 mm of being inside
 
 
 def test_fine_set_clears_more_of_the_real_robots_goals():

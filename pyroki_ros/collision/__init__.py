@@ -16,11 +16,22 @@ Compile once: :meth:`World.padded` rounds the obstacle count of every kind up to
 with inert dummies (far away, zero size), so a jitted planner sees the same shapes for
 different scenes.
 
+Links may also carry exact boxes (``RobotSpheres.with_boxes``, e.g. the Panda's finger
+boxes), checked against obstacles by a conservative separating-axis distance (``boxes``).
+
 Package layout: ``geometry`` (RobotSpheres, World, padding), ``fitting`` (spheres from URDF
 geometry), ``rules`` (which contacts are checked), ``distance`` (distances, gradients),
-``jacobians`` (collision rows and their Jacobians for the trajectory optimiser).
+``boxes`` (robot boxes against obstacles), ``jacobians`` (collision rows and their Jacobians
+for the trajectory optimiser).
 """
 
+from pyroki_ros.collision.boxes import (
+    box_distances,
+    box_frames,
+    box_frames_at,
+    box_obstacle_terms,
+    nearest_box_obstacle,
+)
 from pyroki_ros.collision.distance import (
     collision_distances,
     min_distance,
@@ -68,6 +79,10 @@ __all__ = [
     "RobotSpheres",
     "World",
     "bodies",
+    "box_distances",
+    "box_frames",
+    "box_frames_at",
+    "box_obstacle_terms",
     "checked_pairs",
     "collision_distances",
     "cover_box",
@@ -76,6 +91,7 @@ __all__ = [
     "fit_spheres",
     "mesh_surface_points",
     "min_distance",
+    "nearest_box_obstacle",
     "nearest_obstacle_t",
     "obstacle_distances_t",
     "safe_norm3",

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pyroki_ros.collision.boxes import box_distances, box_frames_at
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
@@ -311,20 +312,32 @@ def collision_distances(
     self_collision: bool = True,
     checked: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
-    """All signed distances as one vector per configuration: (*batch, S * N + P) with the
-    world distances (row-major over (S, N)) first, then the self pairs. A residual
-    ``max(0, margin - d)`` of it is zero exactly when every clearance exceeds ``margin``.
-    ``checked``: (world (S, N), self (P,)) from :func:`checked_pairs`; unchecked pairs are inf.
-    Without it, every sphere whose role includes the world is checked against every obstacle.
+    """All signed distances as one vector per configuration: (*batch, S * N + X * N + P)
+    with the spheres' world distances (row-major over (S, N)) first, then the boxes'
+    (conservative, :mod:`~pyroki_ros.collision.boxes`; none without boxes), then the self
+    pairs. A residual ``max(0, margin - d)`` of it is zero exactly when every clearance
+    exceeds ``margin``. ``checked``: (world (S + X, N), self (P,)) from
+    :func:`checked_pairs`; unchecked pairs are inf. Without it, every sphere whose role
+    includes the world and every box is checked against every obstacle.
     """
     centers = sphere_centers(robot, spheres, q)
     checked_world, checked_self = (None, None) if checked is None else checked
-    if checked_world is None and not spheres.world_mask.all():
+    checked_boxes = None
+    if checked_world is not None:
+        checked_world, checked_boxes = (
+            checked_world[: spheres.n_spheres],
+            checked_world[spheres.n_spheres :],
+        )
+    elif not spheres.world_mask.all():
         checked_world = spheres.world_mask[:, None]
     parts = []
     if world is not None:
         d = world_distances(centers, spheres.radii, world, checked_world)
         parts.append(d.reshape(*d.shape[:-2], -1))
+        if spheres.n_boxes:
+            frames = box_frames_at(robot, spheres, q)
+            d = box_distances(*frames, spheres.box_half_extents, world, checked_boxes)
+            parts.append(d.reshape(*d.shape[:-2], -1))
     if self_collision:
         parts.append(self_distances(centers, spheres.radii, spheres, checked_self))
     if not parts:

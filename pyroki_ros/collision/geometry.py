@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jaxlie
 import numpy as np
 
 from pyroki_ros.collision.fitting import _cover_geometry, _origin_matrix
@@ -58,8 +59,8 @@ def _static(**kwargs):
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class RobotSpheres:
-    """``S`` spheres fixed to the robot's links, and the ``P`` sphere pairs checked for
-    self-collision.
+    """``S`` spheres fixed to the robot's links, the ``P`` sphere pairs checked for
+    self-collision, and ``X`` boxes fixed to links (optional, obstacles only).
 
     A sphere's role says what it is checked against: ``"both"`` (the world and the robot
     itself, the usual case), ``"world"`` (obstacles only) or ``"self"`` (self-collision
@@ -79,6 +80,14 @@ class RobotSpheres:
         link_names: (S,) static, each sphere's link name.
         ignore: static, the link-name pairs excluded from self-collision, sorted.
         roles: (S,) static, each sphere's role: "both", "world" or "self".
+        box_poses: (X, 7) wxyz_xyz, each box's frame in its link's frame (unit quaternion).
+        box_half_extents: (X, 3) half sizes, m, > 0.
+        box_link_indices, box_link_names: (X,) static, each box's link.
+
+    Boxes are exact link geometry (a URDF's ``<box>``, e.g. the Panda's fingers) checked
+    against obstacles in place of spheres that would reach past their faces
+    (:mod:`pyroki_ros.collision.boxes`: a conservative distance); their rows follow the
+    spheres' in every world distance (S + X), by the same contact rules.
     """
 
     centers: jax.Array
@@ -88,10 +97,64 @@ class RobotSpheres:
     link_names: tuple[str, ...] = _static()
     ignore: tuple[tuple[str, str], ...] = _static(default=())
     roles: tuple[str, ...] = _static(default=())
+    box_poses: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 7)))
+    box_half_extents: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 3)))
+    box_link_indices: tuple[int, ...] = _static(default=())
+    box_link_names: tuple[str, ...] = _static(default=())
 
     @property
     def n_spheres(self) -> int:
         return self.centers.shape[0]
+
+    @property
+    def n_boxes(self) -> int:
+        return len(self.box_link_indices)
+
+    def with_boxes(
+        self, robot: Robot, mapping: Mapping[str, Sequence[Sequence[float]]] | None
+    ) -> RobotSpheres:
+        """These spheres and the boxes ``{link: [[qw, qx, qy, qz, x, y, z, hx, hy, hz],
+        ...]}`` (pose in the link frame, half sizes; m), checked against obstacles.
+
+        Raises:
+            ValueError: an unknown link (named), an entry that is not 10 numbers, a
+                non-finite value, a half size <= 0 or a zero quaternion.
+        """
+        names, rows = [], []
+        for link, boxes in (mapping or {}).items():
+            if link not in robot.link_names:
+                robot.link_index(str(link))  # raises, naming the link and the robot's links
+            values = np.asarray(boxes if len(boxes) else np.zeros((0, 10)), np.float64)
+            if values.ndim != 2 or values.shape[1] != 10:
+                raise ValueError(
+                    f"link '{link}': boxes must be a list of [qw, qx, qy, qz, x, y, z, hx, hy, "
+                    f"hz], got {boxes!r}"
+                )
+            for row in values:
+                norm = np.linalg.norm(row[:4])
+                if not np.all(np.isfinite(row)) or norm < 1e-9 or np.any(row[7:] <= 0):
+                    raise ValueError(
+                        f"link '{link}': box {row.tolist()} needs finite values, a non-zero "
+                        "quaternion and half sizes > 0"
+                    )
+                rows.append(np.concatenate([row[:4] / norm, row[4:]]))
+                names.append(str(link))
+        table = np.asarray(rows, np.float64).reshape(-1, 10)
+        return dataclasses.replace(
+            self,
+            box_poses=jnp.asarray(table[:, :7], robot.dtype),
+            box_half_extents=jnp.asarray(table[:, 7:], robot.dtype),
+            box_link_indices=tuple(robot.link_index(n) for n in names),
+            box_link_names=tuple(names),
+        )
+
+    def boxes_config(self) -> dict[str, list[list[float]]]:
+        """The inverse of :meth:`with_boxes`: ``{link: [[qw, ..., hz], ...]}``."""
+        out: dict[str, list[list[float]]] = {}
+        table = np.concatenate([np.asarray(self.box_poses), np.asarray(self.box_half_extents)], 1)
+        for name, row in zip(self.box_link_names, table):
+            out.setdefault(name, []).append([float(v) for v in row])
+        return out
 
     @property
     def n_pairs(self) -> int:
@@ -200,8 +263,9 @@ class RobotSpheres:
         robot: Robot, path: str | os.PathLike, ignore: Iterable[Sequence[str]] = ()
     ) -> RobotSpheres:
         """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}``, an optional
-        ``self_spheres`` of the same form (see :meth:`from_config`) and an optional
-        ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
+        ``self_spheres`` of the same form (see :meth:`from_config`), optional ``boxes``
+        (:meth:`with_boxes`) and an optional ``ignore: [[link_a, link_b], ...]``; ``ignore``
+        here adds to the file's list.
 
         Reads JSON-style (flow) YAML without PyYAML, so the core needs no YAML library.
         """
@@ -212,7 +276,7 @@ class RobotSpheres:
             data["spheres"],
             [tuple(p) for p in data.get("ignore", [])] + extra,
             data.get("self_spheres"),
-        )
+        ).with_boxes(robot, data.get("boxes"))
 
     @staticmethod
     def embedded(
@@ -256,8 +320,10 @@ class RobotSpheres:
         max_spheres_per_primitive: int = 8,
         tolerance: float = 0.01,
         mesh_padding: float = 1e-3,
+        box_links: Sequence[str] = (),
     ) -> RobotSpheres:
-        """Spheres covering the URDF's ``<collision>`` geometry, link by link.
+        """Spheres covering the URDF's ``<collision>`` geometry, link by link; the ``<box>``
+        elements of the links in ``box_links`` stay boxes (:meth:`with_boxes`).
 
         * sphere: itself;
         * box, cylinder, capsule: split into cells along their long dimensions, each covered by
@@ -286,6 +352,7 @@ class RobotSpheres:
         names: list[str] = []
         centers: list[np.ndarray] = []
         radii: list[np.ndarray] = []
+        boxes: dict[str, list[list[float]]] = {}
         for link in root.findall("link"):
             link_name = link.get("name")
             if link_name not in robot.link_names:
@@ -296,6 +363,12 @@ class RobotSpheres:
                 if shape is None:
                     continue
                 origin = _origin_matrix(collision.find("origin"))
+                if shape.tag == "box" and link_name in box_links:
+                    half = [0.5 * float(v) for v in shape.get("size").split()]
+                    wxyz = jaxlie.SO3.from_matrix(origin[:3, :3]).wxyz
+                    pose = [float(v) for v in (*np.asarray(wxyz), *origin[:3, 3])]
+                    boxes.setdefault(link_name, []).append(pose + half)
+                    continue
                 c, r = _cover_geometry(
                     shape,
                     link_name,
@@ -316,7 +389,7 @@ class RobotSpheres:
             np.concatenate(centers) if centers else np.zeros((0, 3)),
             np.concatenate(radii) if radii else np.zeros((0,)),
             ignore,
-        )
+        ).with_boxes(robot, boxes)
 
     def to_config(self, role: str = "world") -> dict[str, list[list[float]]]:
         """The inverse of :meth:`from_config`: ``{link: [[x, y, z, r], ...]}`` of the spheres

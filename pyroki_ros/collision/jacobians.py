@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pyroki_ros.collision.boxes import box_frames_t, nearest_box_obstacle_t
 from pyroki_ros.collision.distance import nearest_obstacle_t, safe_norm3, unit3
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
 from pyroki_ros.model import kinematics as k
@@ -48,6 +49,14 @@ def self_pair_groups(
     return first, second, pad, row
 
 
+def _on_path(robot: Robot, links: np.ndarray) -> np.ndarray:
+    """(len(links), n_links) bool: the link frames that move each of ``links``."""
+    on_path = np.zeros((len(links), robot.n_links), bool)
+    for row, link in enumerate(links):
+        on_path[row, list(robot.ancestors(int(link)))] = True
+    return on_path
+
+
 class CollisionTerms:
     """Collision residuals and their Jacobians for one robot's spheres (static: closed over
     by the compiled programs). Configurations come batch-last: (n, B)."""
@@ -59,9 +68,7 @@ class CollisionTerms:
             return
         # Which link frames move each sphere.
         links = np.asarray(spheres.link_indices, int)
-        on_path = np.zeros((len(links), robot.n_links), bool)
-        for s, link in enumerate(links):
-            on_path[s, list(robot.ancestors(int(link)))] = True
+        on_path = _on_path(robot, links)
         self._on_path = on_path  # (S, n_links)
         self._links = links
         self._first, self._second, self._pad, self._pair_row = self_pair_groups(
@@ -82,6 +89,15 @@ class CollisionTerms:
         # others). None: all of them.
         world = np.flatnonzero(spheres.world_mask)
         self._world = None if len(world) == len(links) else world
+        # The boxes (obstacles only): their links and link bits, as the spheres'.
+        box_links = np.asarray(spheres.box_link_indices, int)
+        self._box_links = box_links
+        self._box_bits = [
+            (_on_path(robot, box_links)[:, chunk] * (1 << np.arange(len(chunk))))
+            .sum(1)
+            .astype(np.int32)
+            for chunk in (self._moving[w : w + 31] for w in range(0, len(self._moving), 31))
+        ]
 
     def centers_t(self, frames) -> tuple[jax.Array, ...]:
         """Sphere centres, three (S, B) arrays."""
@@ -94,9 +110,24 @@ class CollisionTerms:
     def world_part(self, centers, checked: jax.Array):
         """The centres (three (W, B)) and checked obstacle pairs (W, O) of the W spheres
         checked against obstacles, of all centres (three (S, B)) and pairs (S, O)."""
+        checked = checked[: self.spheres.n_spheres]  # the boxes' rows follow
         if self._world is None:
             return centers, checked
         return tuple(c[self._world] for c in centers), checked[self._world]
+
+    def nearest_box_t(self, frames, world: World, checked: jax.Array):
+        """Per robot box (:attr:`RobotSpheres.box_poses`) its nearest checked obstacle:
+        conservative distance (X, B), unit normal and witness point (three (X, B) each; see
+        :func:`~pyroki_ros.collision.boxes.nearest_box_obstacle`). ``frames``: the link
+        frames (:func:`k.frames_t`); ``checked``: all world rows (S + X, O)."""
+        quat, pos = frames
+        idx = self._box_links
+        centers, axes = box_frames_t(
+            tuple(c[idx] for c in quat), tuple(p[idx] for p in pos), self.spheres.box_poses
+        )
+        return nearest_box_obstacle_t(
+            centers, axes, self.spheres.box_half_extents, world, checked[self.spheres.n_spheres :]
+        )
 
     def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
         """d centre / d q as three tuples (x, y, z rows) of n arrays (W, B) for the centres
@@ -192,11 +223,17 @@ class CollisionTerms:
             )
         return rates
 
-    def distances_t(self, centers, world: World, world_checked, self_checked):
-        """Per sphere checked against obstacles its smallest checked obstacle distance (W, B),
-        per self pair (P, B) (inf where not checked)."""
+    def distances_t(self, frames, world: World, world_checked, self_checked):
+        """Per sphere checked against obstacles, then per box, its smallest checked obstacle
+        distance (W + X, B), per self pair (P, B) (inf where not checked). ``frames``: the
+        link frames (:func:`k.frames_t`)."""
+        centers = self.centers_t(frames)
+        all_checked = world_checked
         world_centers, world_checked = self.world_part(centers, world_checked)
         world_d = self.nearest_obstacle_t(world_centers, world, world_checked)[0]
+        if self._box_links.size and world.n_obstacles:
+            box_d = self.nearest_box_t(frames, world, all_checked)[0]
+            world_d = jnp.concatenate([world_d, box_d], 0)
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
         radii = self.spheres.radii[:, None]
@@ -230,6 +267,15 @@ class CollisionTerms:
         j_world = jnp.stack(
             [active * sum(g * jac[i][j] for i, g in enumerate(grad)) for j in range(n)], 1
         )  # (W, n, B)
+        if self._box_links.size and world.n_obstacles:
+            # Box rows: the distance moves with the witness corner along the normal.
+            box_d, normal, witness = self.nearest_box_t(frames, world, checked[0])
+            bits = tuple(jnp.broadcast_to(b[:, None], box_d.shape) for b in self._box_bits)
+            rates = self._point_rates(frames, witness, normal, bits)
+            box_active = (box_d < margin) * -jnp.sqrt(w_world)
+            r_world = jnp.concatenate([r_world, jnp.sqrt(w_world) * jax.nn.relu(margin - box_d)])
+            j_world = jnp.concatenate([j_world, jnp.stack([box_active * r for r in rates], 1)])
+            world_d = jnp.concatenate([world_d, box_d])
         if not self._has_pairs:
             return r_world, j_world, jnp.min(world_d, 0)
         self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers, checked[1])

@@ -118,8 +118,9 @@ def checked_pairs(
         moving: (n_joints,) bool, joints that may move; default all.
 
     Returns:
-        world (S, O) bool over ``world``'s obstacles in its order, and self (P,) bool over
-        ``spheres.self_pairs``: True where the pair is checked.
+        world (S + X, O) bool (the spheres, then the boxes) over ``world``'s obstacles in
+        its order, and self (P,) bool over ``spheres.self_pairs``: True where the pair is
+        checked.
 
     Raises:
         ValueError: an allowed name that is neither a link nor an obstacle (or is both), or a
@@ -136,12 +137,15 @@ def checked_pairs(
         bool,
     )
     movable = movable_link[links] if len(links) else np.zeros(0, bool)
-    world_ok = np.ones((len(links), world.n_obstacles), bool)
-    world_ok[~spheres.world_mask] = False
+    # World rows: the spheres, then the boxes (obstacles only).
+    world_links = np.concatenate([links, np.asarray(spheres.box_link_indices, int)])
+    world_movable = movable_link[world_links] if len(world_links) else np.zeros(0, bool)
+    world_ok = np.ones((len(world_links), world.n_obstacles), bool)
+    world_ok[: len(links)][~spheres.world_mask] = False
     pairs = np.asarray(spheres.self_pairs, int).reshape(-1, 2)
     self_ok = np.ones(len(pairs), bool)
     if not rules.check_fixed_links:
-        world_ok[~movable] = False
+        world_ok[~world_movable] = False
         self_ok &= movable[pairs[:, 0]] | movable[pairs[:, 1]]
     obstacle = {name: i for i, name in enumerate(world.names)}
     link_set = set(robot.link_names)
@@ -161,7 +165,7 @@ def checked_pairs(
             a, b = b, a
         on_a = links == robot.link_index(a)
         if b in obstacle:
-            world_ok[on_a, obstacle[b]] = False
+            world_ok[world_links == robot.link_index(a), obstacle[b]] = False
         else:
             on_b = links == robot.link_index(b)
             self_ok &= ~(

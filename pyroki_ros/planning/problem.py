@@ -261,8 +261,8 @@ def _report(robot: Robot, collide: CollisionTerms, p: Problem, x: jax.Array, sam
 
     def smallest(configs: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Per configuration (B, n) its clearance to the world and between self pairs (B,)."""
-        centers = collide.centers_t(k.frames_t(robot, configs.T))
-        world_d, self_d = collide.distances_t(centers, p.world, p.world_checked, p.self_checked)
+        frames = k.frames_t(robot, configs.T)
+        world_d, self_d = collide.distances_t(frames, p.world, p.world_checked, p.self_checked)
         none = jnp.full(configs.shape[:1], inf)
         return (
             jnp.min(world_d, 0) if world_d.size else none,
@@ -320,10 +320,16 @@ def contact_distances(
     self_checked: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """Signed distances of configuration q (n,), inf where not checked
-    (:func:`col.checked_pairs`): each sphere to each obstacle (S, O) and each self pair
-    (P,), for the named answer of :func:`clearances`' rule (which pair is closest)."""
+    (:func:`col.checked_pairs`): each sphere, then each box, to each obstacle (S + X, O) and
+    each self pair (P,), for the named answer of :func:`clearances`' rule (which pair is
+    closest)."""
     centers = col.sphere_centers(robot, spheres, q)
-    world_d = col.world_distances(centers, spheres.radii, world, world_checked)
+    s_count = spheres.n_spheres
+    world_d = col.world_distances(centers, spheres.radii, world, world_checked[:s_count])
+    if spheres.n_boxes:
+        frames = col.box_frames_at(robot, spheres, q)
+        boxes = col.box_distances(*frames, spheres.box_half_extents, world)
+        world_d = jnp.concatenate([world_d, jnp.where(world_checked[s_count:], boxes, jnp.inf)])
     return world_d, col.self_distances(centers, spheres.radii, spheres, self_checked)
 
 
@@ -339,11 +345,19 @@ def clearances(
     self pairs (``*_checked`` from :func:`col.checked_pairs`)."""
     centers = col.sphere_centers(robot, spheres, q)
     radii, world_centers = spheres.radii, centers
+    box_checked, world_checked = (
+        world_checked[spheres.n_spheres :],
+        world_checked[: spheres.n_spheres],
+    )
     on = spheres.world_mask  # static: self-only spheres get no obstacle distances
     if not on.all():
         radii, world_centers, world_checked = radii[on], centers[:, on], world_checked[on]
     d = col.world_distances(world_centers, radii, world, world_checked)
     smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
+    if spheres.n_boxes:
+        frames = col.box_frames_at(robot, spheres, q)
+        boxes = col.box_distances(*frames, spheres.box_half_extents, world, box_checked)
+        smallest = jnp.minimum(smallest, jnp.min(boxes.reshape(boxes.shape[0], -1), axis=1))
     if spheres.n_pairs:
         pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)
         smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))

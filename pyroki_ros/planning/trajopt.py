@@ -462,11 +462,8 @@ class TrajectoryOptimizer:
             s_i, o_i = np.unravel_index(np.argmin(world_d), world_d.shape)
             if world_d[s_i, o_i] < 0.5 * col.FAR:  # a padding dummy: nothing is checked
                 obstacle = _unpadded_index(world.counts, padded.counts, int(o_i))
-                best = (
-                    float(world_d[s_i, o_i]),
-                    self.spheres.link_names[s_i],
-                    world.name(obstacle),
-                )
+                rows = self.spheres.link_names + self.spheres.box_link_names  # spheres, boxes
+                best = (float(world_d[s_i, o_i]), rows[s_i], world.name(obstacle))
         if self_d.size:
             i = int(np.argmin(self_d))
             if self_d[i] < best[0]:
