@@ -8,11 +8,14 @@ separating axes. Both shapes projected on a unit axis ``a`` are intervals; the g
 them, ``|a . (c_obstacle - c_box)| - reach_box(a) - reach_obstacle(a)``, never exceeds their
 Euclidean distance (projection shortens distances), and when they overlap the largest gap
 over the axes is minus the smallest push along them that separates the shapes. The largest
-gap over a few candidate axes (the box's face normals, the obstacle's, their cross products
-and the direction between nearest points found by one round of alternating projections) is
-therefore a conservative signed distance: never more than the true one, equal to it in
-face and edge contacts and at touching, a little less where corners face each other. Half
-spaces are exact.
+gap over a few candidate axes is therefore a conservative signed distance: never more than
+the true one, equal to it in face and edge contacts (between two boxes, whenever they
+touch), a little less where a corner faces a corner or a curved surface. Candidates: against a box, the classic 15 (both
+boxes' face normals and their edges' cross products); against a cylinder, the box's faces,
+the cylinder's axis, their cross products, the radial direction to the box centre and the
+direction between nearest points after one round of alternating projections; against a
+capsule, the box's faces, their cross products with the segment and the direction to the
+segment point nearest the box centre. Spheres and half spaces are exact.
 
 Per box and obstacle also: the best axis as a unit ``normal`` and the box's ``witness``
 point (its corner furthest along the axis towards the obstacle), so that a planner's rate
@@ -37,11 +40,12 @@ from pyroki_ros.model.robot import Robot
 _EPS = 1e-9  # below this length a candidate axis (a cross product of parallel edges) is void
 
 # Everything below works on component tuples (x, y, z arrays of one broadcast shape, pairs of
-# a robot box and an obstacle), element-wise only, so that a whole kind fuses into one loop
-# on a CPU (the (..., 3) layout with its short last axes cost 5x more:
-# bench/box_distance_speed.py), and in each robot box's own frame: there a candidate axis's
-# reach of the box is sum_i h_i |a_i| and the oriented-box formulas take every axis from the
-# direction cosines. Vectors: tuples of 3; a box's axes ``u``: u[i] is its axis i (a vector).
+# a robot box and an obstacle), element-wise only, so that a whole kind fuses into one loop on
+# a CPU (a (..., 3) layout with short last axes cost several times more while this was
+# written; bench/box_distance_speed.py times this form), and in each robot box's own frame:
+# there a candidate axis's reach of the box is sum_i h_i |a_i| and the oriented-box formulas
+# take every axis from the direction cosines. Vectors: tuples of 3; a box's axes ``u``: u[i]
+# is its axis i (a vector).
 
 
 def _dot(a, b):

@@ -17,7 +17,8 @@ replaces the old; ids count from 0 in a fixed order within a namespace.
   ``scene``: the planning scene's collision objects that plan avoided (or as last handed
   over by :meth:`NodeMarkers.scene_changed`), the same way.
 * ``collision_spheres``: the robot's collision spheres at the last answer (IK solution, plan
-  end or teleop output), SPHERE_LISTs grouped by radius (rounded up to 5 mm).
+  end or teleop output), SPHERE_LISTs grouped by radius (rounded up to 5 mm), and its
+  collision boxes (the fine Panda set's fingers) as CUBEs.
 
 Nothing is built on the request path: the node hands over references (:class:`NodeMarkers`
 methods take microseconds), and a thread of this module builds and publishes at most
@@ -379,6 +380,7 @@ class NodeMarkers:
                     display.sphere_radii(spheres),
                     display.ROBOT_COLOR,
                 )
+                + display.robot_boxes(spheres, frames[:links], display.ROBOT_COLOR)
             )
             changed.add("collision_spheres")
         return scene.message(changed)

@@ -345,3 +345,14 @@ def sphere_centers(spheres, link_poses: np.ndarray) -> np.ndarray:
 def sphere_radii(spheres) -> np.ndarray:
     """(S',) radii of the spheres :func:`sphere_centers` places."""
     return np.asarray(spheres.radii, np.float64)[spheres.world_mask]
+
+
+def robot_boxes(spheres, link_poses: np.ndarray, color: Color) -> list[Shape]:
+    """The boxes of a ``RobotSpheres`` (exact link geometry, e.g. the Panda's fingers) at the
+    root-frame link poses (L, 7)."""
+    if not spheres.n_boxes:
+        return []
+    links = np.asarray(link_poses, np.float64)[np.asarray(spheres.box_link_indices, int)]
+    poses = compose(links, np.asarray(spheres.box_poses, np.float64))
+    sizes = 2.0 * np.asarray(spheres.box_half_extents, np.float64)
+    return [box(pose, size, color) for pose, size in zip(poses, sizes)]
