@@ -103,8 +103,9 @@ def make_planner(
     params = inspect.signature(optimizer.plan).parameters
     notes = [
         (
-            f"Planner spheres: {model} ({int(spheres.world_mask.sum())} for obstacles, "
-            f"{spheres.n_pairs} self pairs), not robometrics'"
+            f"Planner spheres: {model} ({int(spheres.world_mask.sum())} spheres"
+            + (f" and {spheres.n_boxes} boxes" if spheres.n_boxes else "")
+            + f" for obstacles, {spheres.n_pairs} self pairs), not robometrics'"
         ),
     ]
     if buckets is not None:

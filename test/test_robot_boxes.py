@@ -284,7 +284,8 @@ def test_box_rows_rate_matches_finite_differences(panda):
 
 def test_contact_rules_and_names_cover_boxes(panda):
     """A finger box on the table: the deepest contact names the finger and the table; an
-    allowed (finger, table) pair leaves the box rows of that finger unchecked."""
+    allowed (finger, table) pair leaves the box rows of that finger unchecked, the hand's
+    boxes still checked."""
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
     robot, spheres = panda
@@ -299,10 +300,36 @@ def test_contact_rules_and_names_cover_boxes(panda):
         allowed=(("panda_leftfinger", "table"), ("panda_rightfinger", "table"))
     )
     world_ok, _ = col.checked_pairs(robot, spheres, table, rules)
-    assert not world_ok[spheres.n_spheres :].any()
+    fingers = np.isin(spheres.box_link_names, ("panda_leftfinger", "panda_rightfinger"))
+    np.testing.assert_array_equal(world_ok[spheres.n_spheres :, 0], ~fingers)
     d_allowed = planner.deepest_contact(q, table, rules)[0]
     assert d_allowed > 0  # the hand's own spheres clear the table by the fingers' length
     # The public distance vector: spheres x obstacles, then boxes x obstacles, then pairs.
     vector = col.collision_distances(robot, spheres, jnp.asarray(q, jnp.float32), table)
     assert vector.shape == (spheres.n_spheres + spheres.n_boxes + spheres.n_pairs,)
     assert float(jnp.min(vector)) == pytest.approx(-0.002, abs=3e-4)
+
+
+def test_points_covered_by_slab_boxes():
+    """fitting.cover_points_with_boxes: every point inside a box (plus the padding), at most
+    one box per slab, and an L-shaped cloud covered more tightly by slabs than by one box."""
+    from pyroki_ros.collision import fitting
+
+    rng = np.random.default_rng(3)
+    arm = rng.uniform([0, 0, 0], [0.2, 0.02, 0.02], (3000, 3))  # long along x
+    foot = rng.uniform([0.18, 0, 0], [0.2, 0.1, 0.02], (1000, 3))  # a foot at its end
+    points = np.concatenate([arm, foot])
+    for slabs in (1, 4):
+        rows = fitting.cover_points_with_boxes(points, slabs, padding=1e-3)
+        assert 1 <= len(rows) <= slabs
+        np.testing.assert_array_equal(rows[:, :4], np.tile([1.0, 0, 0, 0], (len(rows), 1)))
+        outside = np.min(
+            [np.max(np.abs(points - r[4:7]) - r[7:], axis=1) for r in rows], axis=0
+        )  # <= 0: inside some box
+        assert outside.max() <= -1e-3 + 1e-12
+        volume = np.sum(np.prod(2 * rows[:, 7:], axis=1))
+        if slabs == 1:
+            single = volume
+    assert volume < 0.5 * single
+    with pytest.raises(ValueError):
+        fitting.cover_points_with_boxes(points, 0)
