@@ -78,6 +78,27 @@ def test_robot_sphere_centres_follow_the_reference_fk():
         np.testing.assert_allclose(centers[i], expected[:3], atol=2e-5)
 
 
+def test_robot_boxes_follow_the_reference_fk():
+    """The fine Panda set's boxes (fingers, hand): drawn as boxes of their full size at their
+    link's reference-FK pose composed with the box's pose in the link."""
+    robot = Robot.from_urdf(urdf_path("panda"))
+    spheres = RobotSpheres.embedded("panda", robot, fine=True)
+    q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4, 0.02])
+    from pyroki_ros import forward_kinematics
+
+    poses = np.asarray(forward_kinematics(robot, q).wxyz_xyz, np.float64)
+    shapes = display.robot_boxes(spheres, poses, display.ROBOT_COLOR)
+    assert len(shapes) == spheres.n_boxes == 12
+    frames = reference_fk(urdf_path("panda").read_text(), q, robot.joint_names)
+    local = np.asarray(spheres.box_poses, np.float64)
+    halves = np.asarray(spheres.box_half_extents, np.float64)
+    for shape, link, pose, half in zip(shapes, spheres.box_link_names, local, halves):
+        assert shape.kind == "box"
+        np.testing.assert_allclose(matrix(shape.pose), frames[link] @ matrix(pose), atol=2e-5)
+        np.testing.assert_allclose(shape.scale, 2 * half)
+    assert display.robot_boxes(RobotSpheres.embedded("panda", robot), poses, (1, 1, 1, 1)) == []
+
+
 def test_every_objective_kind_gets_its_picture():
     names = ("base", "hand", "elbow")
     poses = np.stack([display.IDENTITY, random_pose(), random_pose()])

@@ -294,9 +294,9 @@ class RobotSpheres:
         mesh by centimetres), and with ``fine`` ``<name>_spheres_fine.yaml`` from
         ``tools/fit_collision_spheres.py``: up to 24 spheres per mesh for obstacles, centred
         inside and fitted to a 5 mm overshoot target, on the links that reach into clutter
-        (Panda: 116, panda_link5 to the hand; panda_link0..4 keep the default set's; the
-        fingers are their 8 URDF boxes, :meth:`with_boxes`) and the default set for
-        self-collision (role "self"). Grasps in clutter that the default
+        (Panda: 92, panda_link5 to panda_link7; panda_link0..4 keep the default set's; the
+        fingers are their 8 URDF boxes and the hand 4 boxes around its mesh,
+        :meth:`with_boxes`) and the default set for self-collision (role "self"). Grasps in clutter that the default
         set sees as collisions become feasible; plans cost more (docs/benchmarks/mbm.md and
         mbm_fine.md).
         """
