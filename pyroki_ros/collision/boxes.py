@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import jaxlie
 import numpy as np
 
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
@@ -191,15 +192,7 @@ def _box_capsule(a0, s, h, radius, with_axes):
 
 def _quat_axes(poses: jax.Array) -> jax.Array:
     """(N, 3, 3) rotation matrices (columns: the frame's axes) of wxyz_xyz poses (N, 7)."""
-    w, x, y, z = (poses[:, i] for i in range(4))
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+    return jaxlie.SO3(poses[:, :4]).as_matrix()
 
 
 def _pairs(c, u, h, world: World, along, with_axes: bool):

@@ -121,15 +121,10 @@ class RobotSpheres:
                 non-finite value, a half size <= 0 or a zero quaternion.
         """
         names, rows = [], []
-        for link, boxes in (mapping or {}).items():
-            if link not in robot.link_names:
-                robot.link_index(str(link))  # raises, naming the link and the robot's links
-            values = np.asarray(boxes if len(boxes) else np.zeros((0, 10)), np.float64)
-            if values.ndim != 2 or values.shape[1] != 10:
-                raise ValueError(
-                    f"link '{link}': boxes must be a list of [qw, qx, qy, qz, x, y, z, hx, hy, "
-                    f"hz], got {boxes!r}"
-                )
+        for link, values in (mapping or {}).items():
+            values = _link_rows(
+                robot, link, values, "boxes", "[qw, qx, qy, qz, x, y, z, hx, hy, hz]"
+            )
             for row in values:
                 norm = np.linalg.norm(row[:4])
                 if not np.all(np.isfinite(row)) or norm < 1e-9 or np.any(row[7:] <= 0):
@@ -243,13 +238,7 @@ class RobotSpheres:
             parts = [(mapping, "world"), (self_mapping, "self")]
         for part, role in parts:
             for link, spheres in part.items():
-                if link not in robot.link_names:
-                    robot.link_index(str(link))  # raises, naming the link and the robot's links
-                rows = np.asarray(spheres if len(spheres) else np.zeros((0, 4)), np.float64)
-                if rows.ndim != 2 or rows.shape[1] != 4:
-                    raise ValueError(
-                        f"link '{link}': spheres must be a list of [x, y, z, r], got {spheres!r}"
-                    )
+                rows = _link_rows(robot, link, spheres, "spheres", "[x, y, z, r]")
                 names += [link] * len(rows)
                 centers.append(rows[:, :3])
                 radii.append(rows[:, 3])
@@ -403,6 +392,21 @@ class RobotSpheres:
             if keep:
                 out.setdefault(name, []).append([float(v) for v in row])
         return out
+
+
+def _link_rows(robot: Robot, link: str, rows, what: str, form: str) -> np.ndarray:
+    """A link's rows of a sphere or box mapping as an (N, len(form)) float array.
+
+    Raises:
+        ValueError: an unknown link (named, with the robot's links), or rows not of the form.
+    """
+    if link not in robot.link_names:
+        robot.link_index(str(link))  # raises, naming the link and the robot's links
+    width = form.count(",") + 1
+    values = np.asarray(rows if len(rows) else np.zeros((0, width)), np.float64)
+    if values.ndim != 2 or values.shape[1] != width:
+        raise ValueError(f"link '{link}': {what} must be a list of {form}, got {rows!r}")
+    return values
 
 
 def _load_yaml(path: pathlib.Path) -> dict:
