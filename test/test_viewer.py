@@ -26,7 +26,7 @@ import pytest
 
 pytest.importorskip("viser", reason="viser not installed (requirements.txt / pip install .[view])")
 
-from reference_fk import reference_fk
+from reference_fk import quat_wxyz_to_matrix, reference_fk
 
 from pyroki_ros import Robot, forward_kinematics
 from pyroki_ros.collision import RobotSpheres, World
@@ -228,3 +228,30 @@ def test_meshes_only_when_every_mesh_resolves(tmp_path):
         view.show_configuration(np.array([0.7]))  # moves the meshes too
     finally:
         view.close()
+
+
+def test_the_fine_sets_boxes_move_with_the_robot(robot):
+    """A viewer of the fine Panda set draws its 12 boxes (fingers, hand) and poses them at the
+    reference FK of each configuration shown."""
+    fine = RobotSpheres.embedded("panda", robot, fine=True)
+    view = Viewer(robot, fine, port=free_port())
+    try:
+        assert len(view.robot_boxes) == fine.n_boxes == 12
+        local = np.asarray(fine.box_poses, np.float64)
+        for q in (START, GOAL):
+            view.show_configuration(q)
+            frames = reference_fk(urdf_path("panda").read_text(), q, robot.joint_names)
+            for handle, link, pose in zip(view.robot_boxes, fine.box_link_names, local):
+                expected = frames[link] @ _matrix(pose)
+                np.testing.assert_allclose(handle.position, expected[:3, 3], atol=1e-4)
+                got = _matrix(np.r_[handle.wxyz, 0, 0, 0])[:3, :3]
+                np.testing.assert_allclose(got, expected[:3, :3], atol=1e-4)
+    finally:
+        view.close()
+
+
+def _matrix(pose) -> np.ndarray:
+    out = np.eye(4)
+    out[:3, :3] = quat_wxyz_to_matrix(np.asarray(pose[:4], np.float64))
+    out[:3, 3] = pose[4:]
+    return out

@@ -34,6 +34,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 # Scene tree names (a browser test looks for them).
 ROBOT_SPHERES = "/robot/spheres"
+ROBOT_BOXES = "/robot/boxes"
 ROBOT_LINKS = "/robot/links"
 ROBOT_MESHES = "/robot/visual"
 # GUI labels.
@@ -118,6 +119,11 @@ class Viewer:
                 batched_colors=_rgb(display.ROBOT_COLOR),
                 opacity=0.55,
             )
+        # The set's boxes (the fine Panda set's fingers and hand), posed with the robot.
+        self.robot_boxes = [  # viser handles (for scripts and tests)
+            self._add(f"{ROBOT_BOXES}/{i}", shape)
+            for i, shape in enumerate(self._box_shapes(poses))
+        ]
         self._meshes = self._load_meshes(urdf)
 
         # Plan playback: a slider over the steps, a Play / Pause button.
@@ -169,6 +175,11 @@ class Viewer:
             return np.zeros((1, 2, 3))
         return np.stack([poses[parents[children], 4:], poses[children, 4:]], axis=1)
 
+    def _box_shapes(self, poses: np.ndarray) -> list[Shape]:
+        if self.spheres is None:
+            return []
+        return display.robot_boxes(self.spheres, poses, display.ROBOT_COLOR)
+
     def show_configuration(self, q) -> None:
         """Draws the robot at q (n,) (actuated joints, ``robot.joint_names`` order)."""
         q = np.asarray(q, np.float64)
@@ -178,6 +189,8 @@ class Viewer:
             self._links.points = self._stick_segments(poses)
             if self._spheres is not None:
                 self._spheres.batched_positions = display.sphere_centers(self.spheres, poses)
+            for handle, shape in zip(self.robot_boxes, self._box_shapes(poses)):
+                handle.wxyz, handle.position = shape.pose[:4], shape.pose[4:]
             if self._meshes is not None:
                 meshes, order = self._meshes
                 meshes.update_cfg(q[order])
