@@ -333,3 +333,27 @@ def test_points_covered_by_slab_boxes():
     assert volume < 0.5 * single
     with pytest.raises(ValueError):
         fitting.cover_points_with_boxes(points, 0)
+
+
+def test_bad_boxes_are_refused_by_name(panda):
+    """with_boxes: an unknown link, a row that is not 10 numbers, a non-finite value, a zero
+    quaternion or a half size <= 0 is a ValueError naming the link; a good row is kept with
+    its quaternion normalised, and survives boxes_config()."""
+    robot, _ = panda
+    base = RobotSpheres.embedded("panda", robot)
+    good = [2.0, 0, 0, 0, 0.0, 0.01, 0.02, 0.01, 0.01, 0.02]
+    bad = {
+        "no_such_link": {"no_such_link": [good]},
+        "list of": {"panda_hand": [[1, 0, 0, 0, 0, 0, 0, 0.01, 0.01]]},
+        "finite": {"panda_hand": [[1, 0, 0, 0, float("nan"), 0, 0, 0.01, 0.01, 0.01]]},
+        "quaternion": {"panda_hand": [[0, 0, 0, 0, 0, 0, 0, 0.01, 0.01, 0.01]]},
+        "half sizes": {"panda_hand": [[1, 0, 0, 0, 0, 0, 0, 0.01, 0.0, 0.01]]},
+    }
+    for match, mapping in bad.items():
+        with pytest.raises(ValueError, match=match):
+            base.with_boxes(robot, mapping)
+    kept = base.with_boxes(robot, {"panda_hand": [good]})
+    assert kept.n_boxes == 1 and kept.box_link_names == ("panda_hand",)
+    np.testing.assert_allclose(kept.boxes_config()["panda_hand"][0][:4], [1, 0, 0, 0])
+    np.testing.assert_allclose(kept.boxes_config()["panda_hand"][0][4:], good[4:], rtol=1e-6)
+    assert base.with_boxes(robot, None).n_boxes == 0
