@@ -2,7 +2,12 @@
 goal configurations, start paths, the global step (:mod:`pyroki_ros.planning.rrt`), and the
 refinements of a path (push clear, exact goal) around :meth:`TrajectoryOptimizer.optimize`.
 Functions of the optimiser (``planner``): it owns the compiled programs, these own the
-order in which a plan tries things."""
+order in which a plan tries things.
+
+Over ~600 lines because it is the one place that orders a plan's steps (checks, goal
+search, start paths, the global step, refinements, the escape from a start in collision,
+the batched plan); each step's mechanics live in their own modules (goals, rrt, budget,
+problem)."""
 
 from __future__ import annotations
 
