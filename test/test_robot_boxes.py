@@ -357,3 +357,22 @@ def test_bad_boxes_are_refused_by_name(panda):
     np.testing.assert_allclose(kept.boxes_config()["panda_hand"][0][:4], [1, 0, 0, 0])
     np.testing.assert_allclose(kept.boxes_config()["panda_hand"][0][4:], good[4:], rtol=1e-6)
     assert base.with_boxes(robot, None).n_boxes == 0
+
+
+def test_a_set_with_boxes_plans_without_obstacles(panda):
+    """No obstacles (no world, or an empty one): the boxes have nothing to be near, so the
+    clearance is the self-collision one, and a plan and the named contact work (the node's
+    warm-up plans among no obstacles first)."""
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
+
+    robot, spheres = panda
+    planner = TrajectoryOptimizer(robot, spheres)
+    start = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
+    goal = start + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
+    moving = np.ones(robot.n_joints, bool)
+    for world in (None, World.empty()):
+        clearance = planner.clearances(start[None], world, col.DEFAULT_CONTACTS, moving)
+        assert np.isfinite(clearance).all() and clearance[0] > 0
+        assert planner.deepest_contact(start, world)[1] != ""  # a self pair, named
+    plan = planner.plan(start, goal, num_steps=16)
+    assert plan.success, plan.message

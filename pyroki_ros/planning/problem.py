@@ -357,7 +357,9 @@ def clearances(
     if spheres.n_boxes:
         frames = col.box_frames_at(robot, spheres, q)
         boxes = col.box_distances(*frames, spheres.box_half_extents, world, box_checked)
-        smallest = jnp.minimum(smallest, jnp.min(boxes.reshape(boxes.shape[0], -1), axis=1))
+        smallest = jnp.minimum(
+            smallest, jnp.min(boxes.reshape(boxes.shape[0], -1), axis=1, initial=jnp.inf)
+        )
     if spheres.n_pairs:
         pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)
         smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))
