@@ -696,3 +696,43 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
         first = check.dense(q[:2], 20)
         assert min(clearance(c, crate(center)) for c in first) >= at_start - 1e-6
         assert min(clearance(c, crate(center)) for c in check.dense(q[1:], 5)) >= 0
+
+
+def test_the_fine_set_with_its_boxes_warms_up_and_plans_within_2_s(tmp_path_factory):
+    """collision_spheres:=fine (spheres and the fingers' and hand's boxes): the background
+    warm-up completes (its first scene has no obstacles) and the first plan among boxes and
+    cylinders then answers within 2 s, reaching its goal by the reference FK."""
+    from harness import wait_until
+
+    params = ("warmup_plan:=true", "collision_spheres:=fine")
+    with panda_node(tmp_path_factory, "warm_fine", params=params) as node:
+        goal = STATE + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
+        target = check.link_pose(goal, "panda_hand")
+        pose_goal = [
+            IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
+        ]
+
+        def warmed() -> bool:
+            log = node.node.log()
+            assert "background warm-up failed" not in log, log[-2000:]
+            return "planning programs compiled" in log
+
+        wait_until(warmed, 900.0, interval=0.5, what="the planner's background warm-up")
+        shapes = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1])] * 3 + [
+            SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
+        ]
+        places = [[-0.6, y, 0.1] for y in np.linspace(-0.7, 0.7, len(shapes))]
+        request = PlanTrajectory.Request(
+            start_state=joint_state(STATE),
+            goal_objectives=pose_goal,
+            obstacles=shapes,
+            obstacle_poses=[pose_stamped(make_transform(np.eye(3), p)) for p in places],
+        )
+        started = time.perf_counter()
+        response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+        elapsed = time.perf_counter() - started
+        assert response.success, response.message
+        assert elapsed <= 2.0, f"first plan with the fine set: {elapsed:.2f} s"
+        q = np.array(response.trajectory.points[-1].positions)
+        p_err, r_err = pose_errors(target, check.link_pose(q, "panda_hand"))
+        assert p_err <= 1.1e-3 and r_err <= math.radians(1.0) + 1e-3
