@@ -597,6 +597,46 @@ def test_bad_retarget_requests_get_clear_errors(node):
     assert node.node.alive()
 
 
+def _warm_up_goal() -> tuple[np.ndarray, list[IKObjective]]:
+    """The warm-up tests' pose goal for panda_hand: its target (4, 4) and objectives."""
+    goal = STATE + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
+    target = check.link_pose(goal, "panda_hand")
+    return target, [
+        IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
+    ]
+
+
+def _wait_for_warm_up(node) -> None:
+    """Until the node logs that its planner's background warm-up compiled (fails at once on
+    a failed warm-up)."""
+    from harness import wait_until
+
+    def warmed() -> bool:
+        log = node.node.log()
+        assert "background warm-up failed" not in log, log[-2000:]
+        return "planning programs compiled" in log
+
+    wait_until(warmed, 900.0, interval=0.5, what="the planner's background warm-up")
+
+
+def _plan_behind_the_robot(node, pose_goal, boxes: int, cylinders: int):
+    """A ~/plan_trajectory from STATE to ``pose_goal`` among 10 cm boxes and 20 cm x 3 cm
+    cylinders in a row behind the robot, out of the way: the response and its seconds."""
+    box = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1])
+    cylinder = SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
+    shapes = [box] * boxes + [cylinder] * cylinders
+    places = [[-0.6, y, 0.1] for y in np.linspace(-0.7, 0.7, len(shapes))]
+    request = PlanTrajectory.Request(
+        start_state=joint_state(STATE),
+        goal_objectives=pose_goal,
+        obstacles=shapes,
+        obstacle_poses=[pose_stamped(make_transform(np.eye(3), p)) for p in places],
+    )
+    started = time.perf_counter()
+    response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
+    return response, time.perf_counter() - started
+
+
 def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path_factory):
     """With warmup_plan (config/panda.yaml's default) the node compiles its planner after
     the model loads; then the first plans of a pose goal among a box and a cylinder, among
@@ -609,11 +649,7 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
 
     params = ("warmup_plan:=true", "start_collision:=escape")
     with panda_node(tmp_path_factory, "warm_plan", params=params) as node:
-        goal = STATE + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
-        target = check.link_pose(goal, "panda_hand")
-        pose_goal = [
-            IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
-        ]
+        target, pose_goal = _warm_up_goal()
 
         # While the warm-up holds the planner (tens of seconds here), a plan waits at most
         # its budget and says why.
@@ -629,28 +665,10 @@ def test_the_first_plans_after_the_background_warm_up_answer_within_2_s(tmp_path
             assert response.error_code.val == ErrorCode.TIMEOUT, response.message
             assert "waiting for the planner" in response.message, response.message
 
-        def warmed() -> bool:
-            log = node.node.log()
-            assert "background warm-up failed" not in log, log[-2000:]
-            return "planning programs compiled" in log
-
-        wait_until(warmed, 900.0, interval=0.5, what="the planner's background warm-up")
-        box = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1])
+        _wait_for_warm_up(node)
         box_shape = SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.08, 0.08, 0.08])
-        cylinder = SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
         for boxes, cylinders in ((1, 1), (9, 3), (5, 0)):
-            shapes = [box] * boxes + [cylinder] * cylinders
-            # Behind the robot, out of the way, in a row.
-            places = [[-0.6, y, 0.1] for y in np.linspace(-0.7, 0.7, len(shapes))]
-            request = PlanTrajectory.Request(
-                start_state=joint_state(STATE),
-                goal_objectives=pose_goal,
-                obstacles=shapes,
-                obstacle_poses=[pose_stamped(make_transform(np.eye(3), p)) for p in places],
-            )
-            started = time.perf_counter()
-            response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
-            elapsed = time.perf_counter() - started
+            response, elapsed = _plan_behind_the_robot(node, pose_goal, boxes, cylinders)
             assert response.success, (boxes, cylinders, response.message)
             assert elapsed <= 2.0, (
                 f"first plan among {boxes} boxes, {cylinders} cylinders: {elapsed:.2f} s"
@@ -702,35 +720,12 @@ def test_the_fine_set_with_its_boxes_warms_up_and_plans_within_2_s(tmp_path_fact
     """collision_spheres:=fine (spheres and the fingers' and hand's boxes): the background
     warm-up completes (its first scene has no obstacles) and the first plan among boxes and
     cylinders then answers within 2 s, reaching its goal by the reference FK."""
-    from harness import wait_until
 
     params = ("warmup_plan:=true", "collision_spheres:=fine")
     with panda_node(tmp_path_factory, "warm_fine", params=params) as node:
-        goal = STATE + np.array([0.6, 0.2, -0.3, 0.3, 0.2, -0.2, 0.3, 0.0])
-        target = check.link_pose(goal, "panda_hand")
-        pose_goal = [
-            IKObjective(type=IKObjective.POSE, link="panda_hand", target=pose_stamped(target))
-        ]
-
-        def warmed() -> bool:
-            log = node.node.log()
-            assert "background warm-up failed" not in log, log[-2000:]
-            return "planning programs compiled" in log
-
-        wait_until(warmed, 900.0, interval=0.5, what="the planner's background warm-up")
-        shapes = [SolidPrimitive(type=SolidPrimitive.BOX, dimensions=[0.1, 0.1, 0.1])] * 3 + [
-            SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
-        ]
-        places = [[-0.6, y, 0.1] for y in np.linspace(-0.7, 0.7, len(shapes))]
-        request = PlanTrajectory.Request(
-            start_state=joint_state(STATE),
-            goal_objectives=pose_goal,
-            obstacles=shapes,
-            obstacle_poses=[pose_stamped(make_transform(np.eye(3), p)) for p in places],
-        )
-        started = time.perf_counter()
-        response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=300.0)
-        elapsed = time.perf_counter() - started
+        target, pose_goal = _warm_up_goal()
+        _wait_for_warm_up(node)
+        response, elapsed = _plan_behind_the_robot(node, pose_goal, 3, 1)
         assert response.success, response.message
         assert elapsed <= 2.0, f"first plan with the fine set: {elapsed:.2f} s"
         q = np.array(response.trajectory.points[-1].positions)

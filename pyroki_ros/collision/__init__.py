@@ -30,7 +30,7 @@ from pyroki_ros.collision.boxes import (
     box_frames,
     box_frames_at,
     box_obstacle_terms,
-    nearest_box_obstacle,
+    robot_box_distances,
 )
 from pyroki_ros.collision.distance import (
     collision_distances,
@@ -91,9 +91,9 @@ __all__ = [
     "fit_spheres",
     "mesh_surface_points",
     "min_distance",
-    "nearest_box_obstacle",
     "nearest_obstacle_t",
     "obstacle_distances_t",
+    "robot_box_distances",
     "safe_norm3",
     "self_collision_pairs",
     "self_distances",

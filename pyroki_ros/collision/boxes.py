@@ -41,9 +41,9 @@ from pyroki_ros.model.robot import Robot
 _EPS = 1e-9  # below this length a candidate axis (a cross product of parallel edges) is void
 
 # Everything below works on component tuples (x, y, z arrays of one broadcast shape, pairs of
-# a robot box and an obstacle), element-wise only, so that a whole kind fuses into one loop on
-# a CPU (a (..., 3) layout with short last axes cost several times more while this was
-# written; bench/box_distance_speed.py times this form), and in each robot box's own frame:
+# a robot box and an obstacle), element-wise only, as the spheres' distances do
+# (distance.py: a whole kind fuses into one loop on a CPU; bench/box_distance_speed.py
+# times this form against finger and hand spheres), and in each robot box's own frame:
 # there a candidate axis's reach of the box is sum_i h_i |a_i| and the oriented-box formulas
 # take every axis from the direction cosines. Vectors: tuples of 3; a box's axes ``u``: u[i]
 # is its axis i (a vector).
@@ -335,6 +335,12 @@ def box_frames_t(quat, pos, local_poses: jax.Array):
     """Component form of :func:`box_frames`: link frames ``quat`` (four (X, B)) and ``pos``
     (three (X, B)) of each box's link -> centres (three (X, B)) and axes (u[i]: three)."""
     local = tuple(local_poses[:, i][:, None].astype(pos[0].dtype) for i in range(7))
+    return _compose(quat, pos, local)
+
+
+def _compose(quat, pos, local):
+    """Centres and axes (component tuples) of boxes at ``local`` (seven component arrays,
+    wxyz_xyz in their links' frames) on links at ``quat``, ``pos``."""
     bq = k.qmul(quat, local[:4])
     offset = k.rotate(quat, local[4:])
     centers = tuple(o + p for o, p in zip(offset, pos))
@@ -347,14 +353,26 @@ def box_frames(link_poses: jax.Array, local_poses: jax.Array) -> tuple[jax.Array
     """Root-frame centres (..., X, 3) and axes (..., X, 3, 3) (columns) of boxes whose links
     are at ``link_poses`` (..., X, 7) wxyz_xyz, each box at ``local_poses`` (X, 7) in its
     link's frame."""
-    lq = tuple(link_poses[..., i] for i in range(4))
-    bq = k.qmul(lq, tuple(local_poses[:, i] for i in range(4)))
-    offset = k.rotate(lq, tuple(local_poses[:, 4 + i] for i in range(3)))
-    centers = jnp.stack([o + link_poses[..., 4 + i] for i, o in enumerate(offset)], -1)
-    zero, one = jnp.zeros_like(bq[0]), jnp.ones_like(bq[0])
-    columns = [k.rotate(bq, tuple(one if j == i else zero for j in range(3))) for i in range(3)]
-    axes = jnp.stack([jnp.stack(col, -1) for col in columns], -1)  # (..., X, 3, 3)
-    return centers, axes
+    parts = tuple(link_poses[..., i] for i in range(7))
+    local = tuple(local_poses[:, i].astype(link_poses.dtype) for i in range(7))
+    centers, axes = _compose(parts[:4], parts[4:], local)
+    return jnp.stack(centers, -1), jnp.stack([jnp.stack(a, -1) for a in axes], -1)
+
+
+def robot_box_distances(
+    robot: Robot,
+    spheres: RobotSpheres,
+    q: jax.Array,
+    world: World,
+    world_checked: jax.Array | None = None,
+) -> jax.Array:
+    """Conservative signed distances (*batch, X, O), m, of the robot's boxes at
+    configurations q (*batch, n_joints) to every obstacle; ``world_checked``: all world rows
+    (S + X, O) of :func:`~pyroki_ros.collision.checked_pairs` (the boxes' are the last X),
+    inf where False."""
+    checked = None if world_checked is None else world_checked[spheres.n_spheres :]
+    centers, axes = box_frames_at(robot, spheres, q)
+    return box_distances(centers, axes, spheres.box_half_extents, world, checked)
 
 
 def box_distances(
@@ -411,22 +429,3 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array):
                 tuple(jnp.where(closer, x, y) for x, y in zip(witness, best[2])),
             )
     return best
-
-
-def nearest_box_obstacle(
-    centers: jax.Array,
-    axes: jax.Array,
-    half_extents: jax.Array,
-    world: World,
-    checked: jax.Array | None = None,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Per robot box its nearest checked obstacle: distance (*batch, X), unit normal and
-    witness point (*batch, X, 3) (see :func:`box_obstacle_terms`); FAR without one."""
-    d, normal, witness = box_obstacle_terms(centers, axes, half_extents, world)
-    if checked is not None:
-        d = jnp.where(checked, d, FAR)
-    if d.shape[-1] == 0:
-        return jnp.full(d.shape[:-1], FAR, d.dtype), jnp.zeros_like(centers), centers
-    best = jnp.argmin(d, axis=-1)
-    pick = lambda v: jnp.take_along_axis(v, best[..., None, None], axis=-2)[..., 0, :]
-    return jnp.take_along_axis(d, best[..., None], axis=-1)[..., 0], pick(normal), pick(witness)

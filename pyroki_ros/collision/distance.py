@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pyroki_ros.collision.boxes import box_distances, box_frames_at
+from pyroki_ros.collision.boxes import robot_box_distances
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
@@ -321,22 +321,17 @@ def collision_distances(
     includes the world and every box is checked against every obstacle.
     """
     centers = sphere_centers(robot, spheres, q)
-    checked_world, checked_self = (None, None) if checked is None else checked
-    checked_boxes = None
-    if checked_world is not None:
-        checked_world, checked_boxes = (
-            checked_world[: spheres.n_spheres],
-            checked_world[spheres.n_spheres :],
-        )
-    elif not spheres.world_mask.all():
-        checked_world = spheres.world_mask[:, None]
+    all_world, checked_self = (None, None) if checked is None else checked
+    if all_world is not None:
+        checked_world = all_world[: spheres.n_spheres]  # the boxes' rows follow
+    else:
+        checked_world = None if spheres.world_mask.all() else spheres.world_mask[:, None]
     parts = []
     if world is not None:
         d = world_distances(centers, spheres.radii, world, checked_world)
         parts.append(d.reshape(*d.shape[:-2], -1))
         if spheres.n_boxes:
-            frames = box_frames_at(robot, spheres, q)
-            d = box_distances(*frames, spheres.box_half_extents, world, checked_boxes)
+            d = robot_box_distances(robot, spheres, q, world, all_world)
             parts.append(d.reshape(*d.shape[:-2], -1))
     if self_collision:
         parts.append(self_distances(centers, spheres.radii, spheres, checked_self))

@@ -78,11 +78,7 @@ class CollisionTerms:
         # them move it, packed 31 to an int32 word: the sphere a row picks is then described
         # by its centre and a few integers instead of its whole Jacobian.
         self._moving = [int(link) for link in range(robot.n_links) if robot.q_index[link] >= 0]
-        words = []
-        for w in range(0, len(self._moving), 31):
-            chunk = self._moving[w : w + 31]
-            words.append((on_path[:, chunk] * (1 << np.arange(len(chunk)))).sum(1).astype(np.int32))
-        self._link_bits = words  # per word (S,)
+        self._link_bits = self._bit_words(on_path)  # per word (S,)
         self._has_pairs = spheres.self_pairs.shape[0] > 0
         # The spheres checked against obstacles (a set with self-only spheres: only these get
         # an obstacle row; static indices, so the compiled program computes nothing for the
@@ -92,12 +88,16 @@ class CollisionTerms:
         # The boxes (obstacles only): their links and link bits, as the spheres'.
         box_links = np.asarray(spheres.box_link_indices, int)
         self._box_links = box_links
-        self._box_bits = [
-            (_on_path(robot, box_links)[:, chunk] * (1 << np.arange(len(chunk))))
-            .sum(1)
-            .astype(np.int32)
-            for chunk in (self._moving[w : w + 31] for w in range(0, len(self._moving), 31))
-        ]
+        self._box_bits = self._bit_words(_on_path(robot, box_links))  # per word (X,)
+
+    def _bit_words(self, on_path: np.ndarray) -> list[np.ndarray]:
+        """Per row of ``on_path`` (R, n_links) which moving links move it, 31 to an int32
+        word: one (R,) array per word."""
+        words = []
+        for w in range(0, len(self._moving), 31):
+            chunk = self._moving[w : w + 31]
+            words.append((on_path[:, chunk] * (1 << np.arange(len(chunk)))).sum(1).astype(np.int32))
+        return words
 
     def centers_t(self, frames) -> tuple[jax.Array, ...]:
         """Sphere centres, three (S, B) arrays."""
@@ -118,7 +118,7 @@ class CollisionTerms:
     def nearest_box_t(self, frames, world: World, checked: jax.Array):
         """Per robot box (:attr:`RobotSpheres.box_poses`) its nearest checked obstacle:
         conservative distance (X, B), unit normal and witness point (three (X, B) each; see
-        :func:`~pyroki_ros.collision.boxes.nearest_box_obstacle`). ``frames``: the link
+        :func:`~pyroki_ros.collision.boxes.nearest_box_obstacle_t`). ``frames``: the link
         frames (:func:`k.frames_t`); ``checked``: all world rows (S + X, O)."""
         quat, pos = frames
         idx = self._box_links

@@ -136,10 +136,10 @@ def checked_pairs(
         ],
         bool,
     )
-    movable = movable_link[links] if len(links) else np.zeros(0, bool)
     # World rows: the spheres, then the boxes (obstacles only).
     world_links = np.concatenate([links, np.asarray(spheres.box_link_indices, int)])
     world_movable = movable_link[world_links] if len(world_links) else np.zeros(0, bool)
+    movable = world_movable[: len(links)]
     world_ok = np.ones((len(world_links), world.n_obstacles), bool)
     world_ok[: len(links)][~spheres.world_mask] = False
     pairs = np.asarray(spheres.self_pairs, int).reshape(-1, 2)

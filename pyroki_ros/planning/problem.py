@@ -324,12 +324,10 @@ def contact_distances(
     each self pair (P,), for the named answer of :func:`clearances`' rule (which pair is
     closest)."""
     centers = col.sphere_centers(robot, spheres, q)
-    s_count = spheres.n_spheres
-    world_d = col.world_distances(centers, spheres.radii, world, world_checked[:s_count])
+    world_d = col.world_distances(centers, spheres.radii, world, world_checked[: spheres.n_spheres])
     if spheres.n_boxes:
-        frames = col.box_frames_at(robot, spheres, q)
-        boxes = col.box_distances(*frames, spheres.box_half_extents, world)
-        world_d = jnp.concatenate([world_d, jnp.where(world_checked[s_count:], boxes, jnp.inf)])
+        boxes = col.robot_box_distances(robot, spheres, q, world, world_checked)
+        world_d = jnp.concatenate([world_d, boxes])
     return world_d, col.self_distances(centers, spheres.radii, spheres, self_checked)
 
 
@@ -345,21 +343,15 @@ def clearances(
     self pairs (``*_checked`` from :func:`col.checked_pairs`)."""
     centers = col.sphere_centers(robot, spheres, q)
     radii, world_centers = spheres.radii, centers
-    box_checked, world_checked = (
-        world_checked[spheres.n_spheres :],
-        world_checked[: spheres.n_spheres],
-    )
+    sphere_checked = world_checked[: spheres.n_spheres]  # the boxes' rows follow
     on = spheres.world_mask  # static: self-only spheres get no obstacle distances
     if not on.all():
-        radii, world_centers, world_checked = radii[on], centers[:, on], world_checked[on]
-    d = col.world_distances(world_centers, radii, world, world_checked)
-    smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
+        radii, world_centers, sphere_checked = radii[on], centers[:, on], sphere_checked[on]
+    d = col.world_distances(world_centers, radii, world, sphere_checked)
     if spheres.n_boxes:
-        frames = col.box_frames_at(robot, spheres, q)
-        boxes = col.box_distances(*frames, spheres.box_half_extents, world, box_checked)
-        smallest = jnp.minimum(
-            smallest, jnp.min(boxes.reshape(boxes.shape[0], -1), axis=1, initial=jnp.inf)
-        )
+        boxes = col.robot_box_distances(robot, spheres, q, world, world_checked)
+        d = jnp.concatenate([d, boxes], axis=1)
+    smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
     if spheres.n_pairs:
         pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)
         smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))
