@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What the fingers' exact boxes cost the planner: the bundled fine Panda set (finger boxes,
-``collision.boxes``) against the same set with the fingers as spheres (the file before the
-boxes, ``--spheres``; default: ``git show 2d118f0:pyroki_ros/robots/panda_spheres_fine.yaml``).
+"""What the robot's boxes cost the planner: the bundled fine Panda set (fingers and hand as
+boxes, ``collision.boxes``) against the set before the boxes, with fingers and hand as
+spheres (``--spheres``; default: ``git show 2d118f0:pyroki_ros/robots/panda_spheres_fine.yaml``).
 
 On one MotionBenchMaker scene (``--problem``, obstacles padded as the benchmark pads them):
 
@@ -78,7 +78,7 @@ def main() -> int:
     print(f"{utc_now()}  {machine_line()}")
     print(f"scene {args.problem}: obstacles per kind (padded) {world.counts}")
     rows = []
-    for label, model in (("finger spheres", spheres), ("finger boxes", boxes)):
+    for label, model in (("spheres (2d118f0)", spheres), ("boxes (bundled)", boxes)):
         rows.append((label, int(model.world_mask.sum()), model.n_boxes, *costs(model)))
     frames = col.box_frames_at(robot, boxes, jnp.asarray(q, jnp.float32))
     distances = jax.jit(lambda c, a: col.box_distances(c, a, boxes.box_half_extents, world))
@@ -86,7 +86,7 @@ def main() -> int:
     b = time_calls(lambda: distances(*frames).block_until_ready(), min_repeats=10, min_seconds=1)
 
     print(
-        "| fingers | obstacle spheres | boxes | clearance, 512 configurations | optimize, 20 LM iterations |"
+        "| fingers and hand | obstacle spheres | boxes | clearance, 512 configurations | optimize, 20 LM iterations |"
     )
     print("|---|---|---|---|---|")
     for label, n_spheres, n_boxes, c, o in rows:

@@ -6,7 +6,7 @@ real collision geometry comes to the scene there and how deep the spheres go.
 Per such problem and goal configuration: the smallest clearance of the Panda's collision
 geometry (``test/mbm_mesh.py``: example-robot-data's meshes and finger boxes, their surfaces
 sampled every ``--spacing``, 1 mm by default, finer than the generator's 5 mm) with the link
-and obstacle, and the deepest overlap of the planner's spheres per link (all links but
+and obstacle, and the deepest overlap of the planner's spheres (and boxes) per link (all links but
 ``panda_link0``, which stands on the stand). A positive mesh clearance with a sphere overlap
 means the sphere model, not the scene, rules the goal out.
 
@@ -49,20 +49,25 @@ def sphere_overlaps(planner: mb.Planner, problem: mp.Problem, q: np.ndarray) -> 
 def link_clearances(
     planner: mb.Planner, problem: mp.Problem, q: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """{link: (K,) smallest clearance (m) of the planner's obstacle spheres of that link} at
-    configurations ``q`` (K, n), every link but ``panda_link0`` (on the stand)."""
+    """{link: (K,) smallest clearance (m) of the planner's obstacle spheres and boxes of that
+    link} at configurations ``q`` (K, n), every link but ``panda_link0`` (on the stand)."""
     import jax.numpy as jnp
 
-    from pyroki_ros.collision import sphere_centers, world_distances
+    from pyroki_ros.collision import robot_box_distances, sphere_centers, world_distances
 
     spheres = planner.spheres
-    centers = sphere_centers(planner.robot, spheres, jnp.asarray(q, jnp.float32))
-    d = np.asarray(world_distances(centers, spheres.radii, mb.to_world(problem))).min(-1)
-    links = np.asarray(spheres.link_names)
+    q = jnp.asarray(q, jnp.float32)
+    world = mb.to_world(problem)
+    centers = sphere_centers(planner.robot, spheres, q)
+    d = np.asarray(world_distances(centers, spheres.radii, world)).min(-1)
     d[:, ~spheres.world_mask] = np.inf
+    if spheres.n_boxes:  # the boxes' rows follow the spheres'
+        boxes = np.asarray(robot_box_distances(planner.robot, spheres, q, world)).min(-1)
+        d = np.concatenate([d, boxes], axis=1)
+    links = np.asarray(spheres.link_names + spheres.box_link_names)
     return {
         link: d[:, links == link].min(axis=1)
-        for link in dict.fromkeys(spheres.link_names)
+        for link in dict.fromkeys(links.tolist())
         if link != "panda_link0"
     }
 

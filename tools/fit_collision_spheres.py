@@ -94,15 +94,15 @@ COARSE_LINKS = {"panda": tuple(f"panda_link{i}" for i in range(5)), "ur5": ()}
 # obstacles by collision.boxes' conservative distance) instead of spheres around them, which
 # reach past the faces: the Panda's fingers, whose real boxes pass 0.1-4.5 mm from the objects
 # of MotionBenchMaker grasps (docs/benchmarks/mbm_exact_links.md: goals clear on the
-# evaluation set 63 -> 67 of 70 by the real finger boxes).
+# tuning and evaluation sets 125 -> 131 of 140 by the real finger boxes).
 BOX_LINKS = {"panda": ("panda_leftfinger", "panda_rightfinger"), "ur5": ()}
 # Links whose collision mesh is covered by boxes instead of spheres (link -> slabs:
 # fitting.cover_points_with_boxes on SURFACE_SAMPLES samples and the vertices, MESH_PADDING):
 # the Panda's hand, flat where it meets the objects it grasps near. Chosen on the tuning set
-# (bench/mbm_benchmark.py --problems test/data/mbm/generated_seed1.yaml --spheres F, probe
-# files, 2026-11-27 18:17 UTC): hand spheres 65/70, median 115 ms; 4 slabs 68/70, 107 ms; 6
-# slabs x 2 (12 boxes) 68/70, 146 ms. Problems with an own goal clear: 67 -> 69 of 70
-# (evaluation set), 64 -> 67 (tuning set).
+# (bench/mbm_benchmark.py --problems test/data/mbm/generated_seed1.yaml --fine-spheres): 4
+# slabs plan 68 of 70 (docs/benchmarks/mbm_fine_tuning.md), the hand's 24 spheres 65 (the same
+# file at commit 8fc5257); more boxes were slower and no better (probe files, in the
+# 2026-11-27 notes on issue 16). Own goals clear: docs/benchmarks/mbm_goal_clearance_boxes.md.
 MESH_BOX_LINKS = {"panda": {"panda_hand": 4}, "ur5": {}}
 
 # name -> original URDF relative to the share folder
