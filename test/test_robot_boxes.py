@@ -376,3 +376,58 @@ def test_a_set_with_boxes_plans_without_obstacles(panda):
         assert planner.deepest_contact(start, world)[1] != ""  # a self pair, named
     plan = planner.plan(start, goal, num_steps=16)
     assert plan.success, plan.message
+
+
+def test_planner_search_finds_the_dense_nearest_among_padding(panda):
+    """The planner's per-box search (CollisionTerms.nearest_box_t: one obstacle after the
+    other, stopping where the padding starts) answers what the dense all-pairs terms
+    (box_obstacle_terms) say of the nearest checked obstacle: its distance, and where it is
+    the only nearest one its normal and witness; among every kind, in a padded world, with
+    some pairs unchecked."""
+    from pyroki_ros.model import kinematics as k
+
+    robot, spheres = panda
+    rng = np.random.default_rng(7)
+    q = np.asarray(robot.center(), np.float32) + rng.uniform(-0.6, 0.6, (24, robot.n_joints))
+    q = np.asarray(robot.limits.clip(q), np.float32)
+    tips = np.asarray(k.forward_kinematics(robot, q).wxyz_xyz[:, robot.link_index("panda_hand"), 4:])
+    near = lambda n: tips[rng.integers(0, len(tips), n)] + rng.uniform(-0.12, 0.12, (n, 3))
+    given = World.create(
+        sphere_centers=near(2),
+        sphere_radii=rng.uniform(0.02, 0.06, 2),
+        capsule_a=near(2),
+        capsule_b=near(2),
+        capsule_radii=rng.uniform(0.01, 0.04, 2),
+        box_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(5)],
+        box_half_extents=rng.uniform(0.01, 0.08, (5, 3)),
+        halfspace_normals=[[0.0, 0.0, 1.0]],
+        halfspace_offsets=[0.05],
+        cylinder_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(3)],
+        cylinder_radii=rng.uniform(0.01, 0.05, 3),
+        cylinder_half_heights=rng.uniform(0.02, 0.1, 3),
+    )
+    world = given.padded((0, 8))
+    assert [int(n) for n in world.live_counts()] == list(given.counts)
+    rows = spheres.n_spheres + spheres.n_boxes
+    checked = rng.uniform(size=(rows, world.n_obstacles)) > 0.2
+
+    terms = col.CollisionTerms(robot, spheres)
+    d, normal, witness = terms.nearest_box_t(
+        k.frames_t(robot, jnp.asarray(q.T)), world, jnp.asarray(checked)
+    )
+    d, normal, witness = np.asarray(d).T, np.stack(normal, -1), np.stack(witness, -1)
+    normal, witness = normal.transpose(1, 0, 2), witness.transpose(1, 0, 2)  # (B, X, 3)
+
+    centers, axes = col.box_frames_at(robot, spheres, q)
+    dense, normals, witnesses = (
+        np.asarray(a) for a in col.box_obstacle_terms(centers, axes, spheres.box_half_extents, world)
+    )
+    dense = np.where(checked[spheres.n_spheres :], dense, np.inf)  # (B, X, O)
+    np.testing.assert_allclose(d, dense.min(-1), atol=1e-6)
+    assert (d < 0.1).mean() > 0.2  # obstacles near the hand: the comparison means something
+    order = np.sort(dense, -1)
+    alone = order[..., 1] - order[..., 0] > 1e-4
+    best = dense.argmin(-1)[..., None, None]
+    for got, every in ((normal, normals), (witness, witnesses)):
+        expected = np.take_along_axis(every, best, -2)[..., 0, :]
+        np.testing.assert_allclose(got[alone], expected[alone], atol=1e-5)

@@ -191,20 +191,22 @@ def _box_capsule(a0, s, h, radius, with_axes):
 
 
 def _quat_axes(poses: jax.Array) -> jax.Array:
-    """(N, 3, 3) rotation matrices (columns: the frame's axes) of wxyz_xyz poses (N, 7)."""
-    return jaxlie.SO3(poses[:, :4]).as_matrix()
+    """(..., 3, 3) rotation matrices (columns: the frame's axes) of wxyz_xyz poses (..., 7)."""
+    return jaxlie.SO3(poses[..., :4]).as_matrix()
 
 
-def _pairs(c, u, h, world: World, along, with_axes: bool):
+def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
     """Per obstacle kind present: distance, and with axes the normal and witness (root
     frame), of every robot box and obstacle pair. Robot quantities (centre c, axes u, half
     sizes h) are component arrays with a size-1 obstacle axis; ``along`` puts an (O,)
-    obstacle array on that axis."""
-    ns, nc, nb, nh, ny = world.counts
+    obstacle array on that axis. ``counts``: the kinds to take (default ``world.counts``);
+    a kind's arrays may also come laid out on the robot's axes already, (X, 1, B, ...): one
+    obstacle per box and configuration (``World.take``), with ``along`` the identity."""
+    ns, nc, nb, nh, ny = world.counts if counts is None else counts
     parts = []
 
     def vector(a):  # (O, 3) -> three arrays on the obstacle axis
-        return tuple(along(a[:, k]) for k in range(3))
+        return tuple(along(a[..., k]) for k in range(3))
 
     def point(a):  # obstacle points relative to the box centre, in its frame
         return _local(u, tuple(p - x for p, x in zip(vector(a), c)))
@@ -252,10 +254,10 @@ def _pairs(c, u, h, world: World, along, with_axes: bool):
         middle = tuple(a + 0.5 * b for a, b in zip(a0, s))
         parts.append(best(_box_capsule(a0, s, h, radius, with_axes), middle))
     if nb:
-        t = point(world.box_poses[:, 4:])
+        t = point(world.box_poses[..., 4:])
         axes = _quat_axes(world.box_poses)
-        v = tuple(_local(u, vector(axes[:, :, j])) for j in range(3))
-        h2 = tuple(along(world.box_half_extents[:, j]) for j in range(3))
+        v = tuple(_local(u, vector(axes[..., :, j])) for j in range(3))
+        h2 = tuple(along(world.box_half_extents[..., j]) for j in range(3))
         parts.append(best(_box_box(t, v, h, h2, with_axes), t))
     if nh:  # exact: the corner deepest against the normal
         n = vector(world.halfspace_normals)
@@ -268,8 +270,8 @@ def _pairs(c, u, h, world: World, along, with_axes: bool):
         else:
             parts.append((d,))
     if ny:
-        t = point(world.cylinder_poses[:, 4:])
-        z = _local(u, vector(_quat_axes(world.cylinder_poses)[:, :, 2]))
+        t = point(world.cylinder_poses[..., 4:])
+        z = _local(u, vector(_quat_axes(world.cylinder_poses)[..., :, 2]))
         radius, height = along(world.cylinder_radii), along(world.cylinder_half_heights)
         parts.append(best(_box_cylinder(t, z, h, radius, height, with_axes), t))
     return parts
@@ -398,27 +400,37 @@ def box_distances(
 
 
 def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array):
-    """The planner's form of :func:`nearest_box_obstacle`: box centres ``c`` (three (X, B))
-    and axes ``u`` (u[i]: three (X, B)), half sizes (X, 3), ``checked`` (X, O); returns the
-    distance (X, B), normal and witness (three (X, B) each). The nearest obstacle is picked
-    kind by kind with a running minimum and one-hot sums (gathers with computed indices fuse
-    badly on a CPU)."""
+    """The planner's form of the nearest obstacle per robot box: box centres ``c`` (three
+    (X, B)) and axes ``u`` (u[i]: three (X, B)), half sizes (X, 3), ``checked`` (X, O);
+    returns the distance (X, B), normal and witness (three (X, B) each). As
+    :func:`~pyroki_ros.collision.distance.nearest_obstacle_t` does for points: distances
+    alone, one obstacle after the other over those the scene has (not the padding), then
+    the normal and witness of the nearest alone."""
     c = tuple(x[:, None, :] for x in c)
     u = tuple(tuple(x[:, None, :] for x in axis) for axis in u)
     h = tuple(jnp.asarray(half[:, k], c[0].dtype)[:, None, None] for k in range(3))
+    shape = (c[0].shape[0], c[0].shape[2])
     best = None
     offset = 0
-    for (d, normal, witness), count in zip(
-        _pairs(c, u, h, world, _on_axis_1, True), (n for n in world.counts if n)
-    ):
-        d = jnp.where(checked[:, offset : offset + count, None], d, FAR)
+    for kind, (count, live) in enumerate(zip(world.counts, world.live_counts())):
+        if count == 0:
+            continue
+        only = tuple(int(i == kind) for i in range(len(world.counts)))
+
+        def visit(o, nearest, kind=kind, only=only, offset=offset):
+            (d,) = _pairs(c, u, h, world.take(kind, o[None]), _on_axis_1, False, only)[0]
+            d = jnp.where(jax.lax.dynamic_index_in_dim(checked, offset + o, 1), d[:, 0], FAR)
+            closer = d < nearest[0]
+            return jnp.where(closer, d, nearest[0]), jnp.where(closer, o, nearest[1])
+
+        start = (jnp.full(shape, FAR, c[0].dtype), jnp.zeros(shape, jnp.int32))
+        d, index = jax.lax.fori_loop(0, live, visit, start)
         offset += count
-        index = jnp.argmin(d, axis=1)
-        pick = jnp.arange(count)[None, :, None] == index[:, None, :]
-        normal, witness = (
-            tuple(jnp.sum(jnp.where(pick, x, 0.0), axis=1) for x in v) for v in (normal, witness)
-        )
-        d = jnp.min(d, axis=1)
+        # The nearest obstacle laid out per box and configuration (X, 1, B, ...).
+        nearest = world.take(kind, index[:, None, :])
+        _, normal, witness = _pairs(c, u, h, nearest, lambda a: a, True, only)[0]
+        normal, witness = (tuple(jnp.broadcast_to(x, d[:, None].shape)[:, 0] for x in v)
+                           for v in (normal, witness))  # fmt: skip
         if best is None:
             best = (d, normal, witness)
         else:

@@ -223,10 +223,11 @@ def nearest_obstacle_t(
     """Signed distance from each point to its nearest obstacle surface, and that distance's
     gradient with respect to the point (a unit vector pointing away from the obstacle).
 
-    The distances to all obstacles are computed forward only, one obstacle after the other
-    with a running minimum (one fused loop on a CPU: a reduction over an obstacle axis and an
-    argmin cost twice as much); the gradient is worked out analytically for the nearest
-    obstacle alone (a reverse pass over all of them cost twice the forward pass).
+    The distances are computed forward only, one obstacle after the other with a running
+    minimum and its index, over the obstacles the scene has (:meth:`World.live_counts`: a
+    loop that stops before the padding, so a coarse bucket costs nothing here); the
+    gradient is worked out analytically for the nearest obstacle alone (a reverse pass over
+    all of them cost twice the forward pass).
 
     Args:
         points: three component arrays of one shape (*shape).
@@ -237,20 +238,27 @@ def nearest_obstacle_t(
     Returns:
         distance (*shape), gradient: three arrays (*shape).
     """
-    axis = points[0].ndim  # obstacles on a new last axis
+    shape = jnp.broadcast_shapes(*(p.shape for p in points))
     expanded = tuple(p[..., None] for p in points)
-    along = lambda a: _along(a, axis + 1, axis)
+    along = lambda a: _along(a, len(shape) + 1, len(shape))
     best = None
     offset = 0
-    for part, gradient, count in zip(_PARTS, _GRADIENTS, world.counts):
+    for kind, (part, gradient, count, live) in enumerate(
+        zip(_PARTS, _GRADIENTS, world.counts, world.live_counts())
+    ):
         if count == 0:
             continue
-        d_all = part(expanded, world, along)  # (*shape, N)
-        if checked is not None:
-            d_all = jnp.where(checked[..., offset : offset + count], d_all, FAR)
+
+        def visit(o, nearest, kind=kind, part=part, offset=offset):
+            d = part(expanded, world.take(kind, o[None]), along)[..., 0]
+            if checked is not None:
+                d = jnp.where(jax.lax.dynamic_index_in_dim(checked, offset + o, -1, False), d, FAR)
+            closer = d < nearest[0]
+            return jnp.where(closer, d, nearest[0]), jnp.where(closer, o, nearest[1])
+
+        start = (jnp.full(shape, FAR, points[0].dtype), jnp.zeros(shape, jnp.int32))
+        d, index = jax.lax.fori_loop(0, live, visit, start)
         offset += count
-        index = jnp.argmin(d_all, axis=axis)
-        d = jnp.take_along_axis(d_all, index[..., None], axis=axis)[..., 0]
         g = gradient(points, world, index)
         if best is None:
             best = (d, g)

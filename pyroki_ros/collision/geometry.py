@@ -26,12 +26,13 @@ from pyroki_ros.collision.rules import _check_ignore, self_collision_pairs
 from pyroki_ros.model.robot import Robot
 
 # Obstacle-count buckets of World.padded (per kind; above the last, counts round up to its
-# multiples): every padded slot costs a distance per sphere and configuration in a planner's
-# inner loop, every new bucket a compile (seconds: bench/mbm_benchmark.py reports its
-# warm-up's). WORLD_BUCKETS, the default: small steps, the least padding (random scenes of 10
-# obstacles: 12 slots; bench/trajopt_benchmark.py). COARSE_WORLD_BUCKETS: few structures for
-# scenes that vary (the node; the MotionBenchMaker sets in two: bench/mbm_benchmark.py
-# --obstacle-buckets), more slots (32 for those random scenes).
+# multiples): every new bucket is a compile (seconds: bench/mbm_benchmark.py reports its
+# warm-up's). The planner's searches (each sphere's and box's nearest obstacle, the
+# clearance check) stop where the padding starts (World.live_counts), so a padded slot
+# costs them nothing; the dense distances (collision_distances, the named contact) still
+# pay one distance per sphere and slot. WORLD_BUCKETS, the default: small steps, the least
+# padding. COARSE_WORLD_BUCKETS: few structures for scenes that vary (the node; the
+# MotionBenchMaker sets in two: bench/mbm_benchmark.py --obstacle-buckets).
 WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 COARSE_WORLD_BUCKETS = (0, 16, 64)
 # One field per obstacle kind whose length is that kind's count.
@@ -41,6 +42,14 @@ _COUNT_FIELDS = (
     "box_half_extents",
     "halfspace_offsets",
     "cylinder_radii",
+)
+# Each kind's arrays, in ``counts`` order (World.take).
+_KIND_FIELDS = (
+    ("sphere_centers", "sphere_radii"),
+    ("capsule_a", "capsule_b", "capsule_radii"),
+    ("box_poses", "box_half_extents"),
+    ("halfspace_normals", "halfspace_offsets"),
+    ("cylinder_poses", "cylinder_radii", "cylinder_half_heights"),
 )
 # The kinds in the order of the obstacle axis (distances, names, ``counts``). Cylinders came
 # last so that the first four keep their places.
@@ -478,6 +487,29 @@ class World:
     @property
     def n_obstacles(self) -> int:
         return sum(self.counts)
+
+    def live_counts(self) -> tuple[jax.Array, ...]:
+        """Per kind (``counts`` order), how many leading obstacles a search must visit: up
+        to the last one that is not padding (traced: :meth:`padded` appends its dummies
+        ``FAR`` away). Searches that stop there cost what the scene has, not its bucket."""
+        where = (
+            self.sphere_centers[:, 0],
+            self.capsule_a[:, 0],
+            self.box_poses[:, 4],
+            self.halfspace_offsets,
+            self.cylinder_poses[:, 4],
+        )
+        return tuple(
+            jnp.max(jnp.where(x < 0.5 * FAR, jnp.arange(1, x.shape[0] + 1), 0), initial=0)
+            for x in where
+        )
+
+    def take(self, kind: int, index: jax.Array) -> World:
+        """This world with the arrays of ``kind`` (``counts`` order) indexed by ``index``
+        (int array of any shape: theirs become (*index.shape, ...)); only that kind may be
+        read from it."""
+        fields = {name: getattr(self, name)[index] for name in _KIND_FIELDS[kind]}
+        return dataclasses.replace(self, **fields)
 
     @staticmethod
     def create(

@@ -333,26 +333,19 @@ def contact_distances(
 
 def clearances(
     robot: Robot,
-    spheres: col.RobotSpheres,
+    collide: CollisionTerms,
     q: jax.Array,
     world: col.World,
     world_checked: jax.Array,
     self_checked: jax.Array,
 ):
     """(B,) smallest checked clearance of configurations q (B, n) to the world and between
-    self pairs (``*_checked`` from :func:`col.checked_pairs`)."""
-    centers = col.sphere_centers(robot, spheres, q)
-    radii, world_centers = spheres.radii, centers
-    sphere_checked = world_checked[: spheres.n_spheres]  # the boxes' rows follow
-    on = spheres.world_mask  # static: self-only spheres get no obstacle distances
-    if not on.all():
-        radii, world_centers, sphere_checked = radii[on], centers[:, on], sphere_checked[on]
-    d = col.world_distances(world_centers, radii, world, sphere_checked)
-    if spheres.n_boxes:
-        boxes = col.robot_box_distances(robot, spheres, q, world, world_checked)
-        d = jnp.concatenate([d, boxes], axis=1)
-    smallest = jnp.min(d.reshape(d.shape[0], -1), axis=1, initial=jnp.inf)
-    if spheres.n_pairs:
-        pairs = col.self_distances(centers, spheres.radii, spheres, self_checked)
-        smallest = jnp.minimum(smallest, jnp.min(pairs, axis=1))
-    return smallest
+    self pairs (``*_checked`` from :func:`col.checked_pairs`): each sphere's and box's
+    nearest obstacle (the optimiser's search, over the obstacles the scene has) and every
+    self pair."""
+    world_d, self_d = collide.distances_t(
+        k.frames_t(robot, q.T), world, world_checked, self_checked
+    )
+    return jnp.minimum(
+        jnp.min(world_d, axis=0, initial=jnp.inf), jnp.min(self_d, axis=0, initial=jnp.inf)
+    )

@@ -102,8 +102,8 @@ class TrajectoryOptimizer:
         dropped with its memory (each request structure compiles one, so a client that varies
         structures cannot grow the process without bound). ``obstacle_buckets``: the counts
         each obstacle kind is padded up to (:meth:`World.padded`); coarser buckets
-        (:data:`COARSE_WORLD_BUCKETS`) compile fewer programs for scenes that vary, at the
-        cost of more padded slots per plan."""
+        (:data:`COARSE_WORLD_BUCKETS`) compile fewer programs for scenes that vary (a plan's
+        searches stop where the padding starts: :meth:`World.live_counts`)."""
         self.robot = robot
         self.spheres = spheres
         self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
@@ -120,7 +120,7 @@ class TrajectoryOptimizer:
         # The last world seen: its padded copy and its checked pairs per contact rule.
         self._world_cache: tuple[col.World, col.World, dict] | None = None
         self._empty_world = col.World.empty()
-        self._clearance_program = jax.jit(functools.partial(clearances, robot, spheres))
+        self._clearance_program = jax.jit(functools.partial(clearances, robot, self._collide))
         self._contacts = jax.jit(functools.partial(contact_distances, robot, spheres))
         self._lock = threading.Lock()
         self._dtype = np.dtype(robot.dtype)
