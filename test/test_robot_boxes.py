@@ -390,7 +390,9 @@ def test_planner_search_finds_the_dense_nearest_among_padding(panda):
     rng = np.random.default_rng(7)
     q = np.asarray(robot.center(), np.float32) + rng.uniform(-0.6, 0.6, (24, robot.n_joints))
     q = np.asarray(robot.limits.clip(q), np.float32)
-    tips = np.asarray(k.forward_kinematics(robot, q).wxyz_xyz[:, robot.link_index("panda_hand"), 4:])
+    tips = np.asarray(
+        k.forward_kinematics(robot, q).wxyz_xyz[:, robot.link_index("panda_hand"), 4:]
+    )
     near = lambda n: tips[rng.integers(0, len(tips), n)] + rng.uniform(-0.12, 0.12, (n, 3))
     given = World.create(
         sphere_centers=near(2),
@@ -420,7 +422,8 @@ def test_planner_search_finds_the_dense_nearest_among_padding(panda):
 
     centers, axes = col.box_frames_at(robot, spheres, q)
     dense, normals, witnesses = (
-        np.asarray(a) for a in col.box_obstacle_terms(centers, axes, spheres.box_half_extents, world)
+        np.asarray(a)
+        for a in col.box_obstacle_terms(centers, axes, spheres.box_half_extents, world)
     )
     dense = np.where(checked[spheres.n_spheres :], dense, np.inf)  # (B, X, O)
     np.testing.assert_allclose(d, dense.min(-1), atol=1e-6)
