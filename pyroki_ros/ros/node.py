@@ -24,7 +24,7 @@ Interfaces (``~`` = the node's name, ``/pyroki_ros_node`` by default):
   ``publish_markers``): what the node did, for RViz (markers.py).
 
 This module only wires: parameters (params.py), topics, services, executors and the model
-swap (loading.py builds and warms models). It is ~680 lines because it wires seven services,
+swap (loading.py builds and warms models). It is ~740 lines because it wires seven services,
 four topics and two executors, one short handler each; no check or answer is decided here.
 Every request takes the same few stops: its handler here -> requests.py (every check,
 the core problem) -> the core (model.py, planning.py) -> responses.py (the answer and its
