@@ -38,7 +38,10 @@ STATE = np.array([0.0, -0.4, 0.0, -2.2, 0.0, 1.8, 0.8, 0.02])
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    with panda_node(tmp_path_factory, "test_node_markers", state=STATE) as env:
+    # The default sphere set, whose spheres check_spheres draws (config/panda.yaml ships the
+    # fine set; its boxes' CUBEs: test_display.py).
+    params = ("collision_spheres:=auto",)
+    with panda_node(tmp_path_factory, "test_node_markers", state=STATE, params=params) as env:
         session = env.session.node
         env.markers = []
         lock = threading.Lock()

@@ -244,7 +244,8 @@ PARAMETERS = (
         "Robot collision model for planning: auto = the bundled sphere set of an embedded "
         "robot with the same name (panda, ur5), else spheres fitted to the URDF collision "
         "geometry; fine = the embedded robot's fine set (tight spheres for obstacles, the "
-        "default ones for self-collision: more grasps in clutter, slower plans); a YAML "
+        "default ones for self-collision, the Panda's fingers and hand as boxes: more grasps "
+        "in clutter, a longer planner warm-up); a YAML "
         "file path ({spheres: {link: [[x, y, z, r], ...]}, optional self_spheres of the same "
         "form (then spheres are for obstacles only, self_spheres for self-collision only), "
         "ignore: [[link, link], ...]}); empty = no collision checking.",
