@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import jaxlie
 import numpy as np
 
-from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
+from pyroki_ros.collision.geometry import FAR, RobotSpheres, World, pose_rotations
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
 
@@ -190,11 +189,6 @@ def _box_capsule(a0, s, h, radius, with_axes):
     return out
 
 
-def _quat_axes(poses: jax.Array) -> jax.Array:
-    """(..., 3, 3) rotation matrices (columns: the frame's axes) of wxyz_xyz poses (..., 7)."""
-    return jaxlie.SO3(poses[..., :4]).as_matrix()
-
-
 def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
     """Per obstacle kind present: distance, and with axes the normal and witness (root
     frame), of every robot box and obstacle pair. Robot quantities (centre c, axes u, half
@@ -255,7 +249,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
         parts.append(best(_box_capsule(a0, s, h, radius, with_axes), middle))
     if nb:
         t = point(world.box_poses[..., 4:])
-        axes = _quat_axes(world.box_poses)
+        axes = pose_rotations(world.box_poses)
         v = tuple(_local(u, vector(axes[..., :, j])) for j in range(3))
         h2 = tuple(along(world.box_half_extents[..., j]) for j in range(3))
         parts.append(best(_box_box(t, v, h, h2, with_axes), t))
@@ -271,7 +265,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
             parts.append((d,))
     if ny:
         t = point(world.cylinder_poses[..., 4:])
-        z = _local(u, vector(_quat_axes(world.cylinder_poses)[..., :, 2]))
+        z = _local(u, vector(pose_rotations(world.cylinder_poses)[..., :, 2]))
         radius, height = along(world.cylinder_radii), along(world.cylinder_half_heights)
         parts.append(best(_box_cylinder(t, z, h, radius, height, with_axes), t))
     return parts

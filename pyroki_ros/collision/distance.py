@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pyroki_ros.collision.boxes import robot_box_distances
-from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
+from pyroki_ros.collision.geometry import FAR, RobotSpheres, World, pose_rotations
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
 
@@ -61,23 +61,9 @@ def _capsule_part(centers, world: World, along) -> jax.Array:
     return d - along(world.capsule_radii)
 
 
-def _box_rotations(poses: jax.Array) -> jax.Array:
-    """(N, 3, 3) rotation matrices of wxyz quaternions (N, 4+): one matrix product per point
-    instead of a quaternion rotation (half the arithmetic in the inner loop)."""
-    w, x, y, z = (poses[:, i] for i in range(4))
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
-
-
 def _box_part(centers, world: World, along) -> jax.Array:
     pose = world.box_poses
-    rot = _box_rotations(pose)
+    rot = pose_rotations(pose)
     rel = tuple(c - along(pose[:, 4 + i]) for i, c in enumerate(centers))
     local = tuple(sum(along(rot[:, j, i]) * rel[j] for j in range(3)) for i in range(3))  # R^T
     excess = tuple(jnp.abs(x) - along(world.box_half_extents[:, i]) for i, x in enumerate(local))
@@ -98,7 +84,7 @@ def _cylinder_part(centers, world: World, along) -> jax.Array:
     their positive parts, the distance to the side, a cap or the rim; inside: the larger,
     minus the depth to the nearest surface)."""
     pose = world.cylinder_poses
-    rot = _box_rotations(pose)
+    rot = pose_rotations(pose)
     rel = tuple(c - along(pose[:, 4 + i]) for i, c in enumerate(centers))
     local = tuple(sum(along(rot[:, j, i]) * rel[j] for j in range(3)) for i in range(3))  # R^T
     radial = safe_norm2(local[0], local[1]) - along(world.cylinder_radii)

@@ -56,9 +56,18 @@ _KIND_FIELDS = (
 KINDS = ("sphere", "capsule", "box", "half-space", "cylinder")
 # What a robot sphere is checked against (RobotSpheres.roles).
 ROLES = ("both", "world", "self")
+
+
 # Where dummy obstacles live (m). Far enough that no robot sphere reaches them, small enough
 # that squares stay finite in float32.
 FAR = 1.0e6
+
+
+def pose_rotations(poses: jax.Array) -> jax.Array:
+    """(..., 3, 3) rotation matrices (columns: the frame's axes) of wxyz_xyz poses (..., 7)
+    (obstacle and robot-box frames): a matrix product per point costs half a quaternion
+    rotation in the distance loops."""
+    return jaxlie.SO3(poses[..., :4]).as_matrix()
 
 
 def _static(**kwargs):
@@ -299,9 +308,9 @@ class RobotSpheres:
         inside and fitted to a 5 mm overshoot target, on the links that reach into clutter
         (Panda: 92, panda_link5 to panda_link7; panda_link0..4 keep the default set's; the
         fingers are their 8 URDF boxes and the hand 4 boxes around its mesh,
-        :meth:`with_boxes`) and the default set for self-collision (role "self"). Grasps in clutter that the default
-        set sees as collisions become feasible; plans cost more (docs/benchmarks/mbm.md and
-        mbm_fine.md).
+        :meth:`with_boxes`) and the default set for self-collision (role "self"). Grasps
+        in clutter that the default set sees as collisions become feasible, at about the
+        same plan time (docs/benchmarks/mbm.md and mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path
 

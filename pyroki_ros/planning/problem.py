@@ -332,7 +332,6 @@ def contact_distances(
 
 
 def clearances(
-    robot: Robot,
     collide: CollisionTerms,
     q: jax.Array,
     world: col.World,
@@ -344,7 +343,7 @@ def clearances(
     nearest obstacle (the optimiser's search, over the obstacles the scene has) and every
     self pair."""
     world_d, self_d = collide.distances_t(
-        k.frames_t(robot, q.T), world, world_checked, self_checked
+        k.frames_t(collide.robot, q.T), world, world_checked, self_checked
     )
     return jnp.minimum(
         jnp.min(world_d, axis=0, initial=jnp.inf), jnp.min(self_d, axis=0, initial=jnp.inf)

@@ -120,7 +120,7 @@ class TrajectoryOptimizer:
         # The last world seen: its padded copy and its checked pairs per contact rule.
         self._world_cache: tuple[col.World, col.World, dict] | None = None
         self._empty_world = col.World.empty()
-        self._clearance_program = jax.jit(functools.partial(clearances, robot, self._collide))
+        self._clearance_program = jax.jit(functools.partial(clearances, self._collide))
         self._contacts = jax.jit(functools.partial(contact_distances, robot, spheres))
         self._lock = threading.Lock()
         self._dtype = np.dtype(robot.dtype)

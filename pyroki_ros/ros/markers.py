@@ -18,7 +18,7 @@ replaces the old; ids count from 0 in a fixed order within a namespace.
   over by :meth:`NodeMarkers.scene_changed`), the same way.
 * ``collision_spheres``: the robot's collision spheres at the last answer (IK solution, plan
   end or teleop output), SPHERE_LISTs grouped by radius (rounded up to 5 mm), and its
-  collision boxes (the fine Panda set's fingers) as CUBEs.
+  collision boxes (the fine Panda set's fingers and hand) as CUBEs.
 
 Nothing is built on the request path: the node hands over references (:class:`NodeMarkers`
 methods take microseconds), and a thread of this module builds and publishes at most
