@@ -46,6 +46,7 @@ import dataclasses
 import inspect
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -450,6 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--problems", type=Path, nargs="+", default=list(DEFAULT_SETS), help="problem files"
     )
+    parser.add_argument(
+        "--commit",
+        help="commit to record (default: git, or $PYROKI_ROS_COMMIT; a copy without git)",
+    )
     parser.add_argument("--quick", action="store_true", help="demo set + 1 problem per family")
     parser.add_argument("--families", help=f"comma-separated subset of {', '.join(mp.FAMILIES)}")
     parser.add_argument("--limit", type=int, help="at most this many problems per family and set")
@@ -541,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {
         "date": utc_now(),
         "machine": machine_line(),
-        "commit": git_rev(),
+        "commit": args.commit or os.environ.get("PYROKI_ROS_COMMIT") or git_rev() or "unknown",
         "command": f".venv/bin/python bench/mbm_benchmark.py {argv_text}".strip(),
         "steps": args.steps,
         "drop_stand": args.drop_stand,

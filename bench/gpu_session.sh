@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One lent-GPU session's planning measurements, in one device call (docs/benchmarks/gpu.md):
+#
+#   bench/gpu_session.sh OUT COMMIT [BEFORE_TREE BEFORE_COMMIT]
+#
+# 1. the MotionBenchMaker benchmark (bench/mbm_benchmark.py, fine spheres, start escape) on
+#    the evaluation set, on whatever device JAX has -> OUT/mbm_fine_gpu.{md,json};
+# 2. bench/gpu_report.py's planning rows (random scenes: plan and plan_batch of 1-256 pairs;
+#    MotionBenchMaker demo) -> OUT/gpu_plan.md;
+# 3. the same rows from BEFORE_TREE (a copy of an earlier commit's pyroki_ros/, bench/, test/),
+#    an A/B on the same card in the same call -> OUT/gpu_plan_before.md;
+# 4. the benchmark on the tuning and second evaluation sets -> OUT/mbm_fine_gpu_more.{md,json}.
+#
+# Each step has its own time limit, so a slow step costs the later ones, never the earlier
+# results. Needs only the core's dependencies (no rclpy); on a lent machine run it after
+# installing the carried wheels (see docs/benchmarks/gpu.md).
+set -uo pipefail
+OUT="${1:?output folder}"
+COMMIT="${2:?commit of this tree}"
+BEFORE="${3:-}"
+BEFORE_COMMIT="${4:-}"
+export PYTHONUNBUFFERED=1
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+# SITE: a folder of carried wheels' packages (pip install --target), searched before the tree
+export PYTHONPATH="${SITE:+$SITE:}$ROOT"
+PY="${PYTHON:-python3}"
+step() { echo "=== $(date -u +%H:%M:%S) $*"; }
+
+step "1. MotionBenchMaker, evaluation set"
+timeout 240 "$PY" bench/mbm_benchmark.py --fine-spheres --start-collision escape \
+  --commit "$COMMIT" --markdown "$OUT/mbm_fine_gpu.md" --json "$OUT/mbm_fine_gpu.json"
+
+step "2. gpu_report planning rows"
+timeout 170 "$PY" bench/gpu_report.py --full --only plan,mbm --repeat-budget 4 \
+  --commit "$COMMIT" --out "$OUT/gpu_plan.md"
+
+if [ -n "$BEFORE" ]; then
+  step "3. gpu_report planning rows at $BEFORE_COMMIT"
+  (cd "$BEFORE" && export PYTHONPATH="${SITE:+$SITE:}$PWD" && timeout 170 "$PY" bench/gpu_report.py --full --only plan,mbm \
+    --repeat-budget 4 --commit "$BEFORE_COMMIT" --out "$OUT/gpu_plan_before.md")
+fi
+
+step "4. MotionBenchMaker, tuning and second evaluation sets"
+timeout "${MORE_SECONDS:-200}" "$PY" bench/mbm_benchmark.py --fine-spheres \
+  --start-collision escape --commit "$COMMIT" \
+  --problems test/data/mbm/generated_seed1.yaml test/data/mbm/generated_seed2.yaml \
+  --markdown "$OUT/mbm_fine_gpu_more.md" --json "$OUT/mbm_fine_gpu_more.json"
+step "done"
