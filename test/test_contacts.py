@@ -295,11 +295,15 @@ def test_the_plan_budget_bounds_the_goal_search(panda):
     assert cut.solve_seconds < full.solve_seconds
 
 
-def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing():
+@pytest.mark.parametrize("start_batches", [None, (8,)], ids=["device-default", "eight-at-once"])
+def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing(start_batches):
     """``warm_up`` on a scene compiles what later plans among the same kinds of obstacles
     need, other counts in the same buckets included: a plan that succeeds and one whose goal
-    collides (its named contact, the whole goal search) spend no time compiling, by JAX's
-    own compile events."""
+    collides (its named contact, the whole goal search, the one-configuration pushes) spend
+    no time compiling, by JAX's own compile events. Also with start paths eight at once (a
+    GPU's ``start_batches``), where the pushes and refinements optimise one path at a time:
+    a program of another batch size (on an H200 the first such plan spent 13-16 s
+    compiling, docs/benchmarks/gpu.md)."""
     import jax
 
     from pyroki_ros.collision import COARSE_WORLD_BUCKETS
@@ -308,6 +312,8 @@ def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing():
     planner = TrajectoryOptimizer(
         robot, RobotSpheres.embedded("panda", robot), obstacle_buckets=COARSE_WORLD_BUCKETS
     )
+    if start_batches is not None:
+        planner.start_batches = start_batches
     compiled = []
 
     def listen(event: str, seconds: float, **_) -> None:
