@@ -9,6 +9,8 @@
 #    MotionBenchMaker demo) -> OUT/gpu_plan.md;
 # 3. the same rows from BEFORE_TREE (a copy of an earlier commit's pyroki_ros/, bench/, test/),
 #    an A/B on the same card in the same call -> OUT/gpu_plan_before.md;
+# 3b. with START_BATCHES set (e.g. 1,1,1,1,1,1,1,1: a CPU's one start path at a time), the
+#    evaluation set again with those start batches -> OUT/mbm_fine_gpu_batches.{md,json};
 # 4. the benchmark on the tuning and second evaluation sets -> OUT/mbm_fine_gpu_more.{md,json}.
 #
 # Each step has its own time limit, so a slow step costs the later ones, never the earlier
@@ -39,6 +41,13 @@ if [ -n "$BEFORE" ]; then
   step "3. gpu_report planning rows at $BEFORE_COMMIT"
   (cd "$BEFORE" && export PYTHONPATH="${SITE:+$SITE:}$PWD" && timeout 170 "$PY" bench/gpu_report.py --full --only plan,mbm \
     --repeat-budget 4 --commit "$BEFORE_COMMIT" --out "$OUT/gpu_plan_before.md")
+fi
+
+if [ -n "${START_BATCHES:-}" ]; then
+  step "3b. MotionBenchMaker, evaluation set, start_batches=$START_BATCHES"
+  timeout 240 "$PY" bench/mbm_benchmark.py --fine-spheres --start-collision escape \
+    --start-batches "$START_BATCHES" --commit "$COMMIT" \
+    --markdown "$OUT/mbm_fine_gpu_batches.md" --json "$OUT/mbm_fine_gpu_batches.json"
 fi
 
 step "4. MotionBenchMaker, tuning and second evaluation sets"

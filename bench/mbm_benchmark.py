@@ -85,6 +85,7 @@ def make_planner(
     buckets: tuple[int, ...] | None = None,
     spheres_file: Path | None = None,
     start_collision: str = "refuse",
+    start_batches: tuple[int, ...] | None = None,
 ) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
@@ -111,6 +112,9 @@ def make_planner(
     ]
     if buckets is not None:
         notes.append(f"`obstacle_buckets={tuple(buckets)}` (obstacles per kind padded to these)")
+    if start_batches is not None:
+        optimizer.start_batches = tuple(start_batches)
+        notes.append(f"`start_batches={tuple(start_batches)}` (start paths per optimisation)")
     if "contacts" in params:
         default = params["contacts"].default
         notes.append(f"`contacts` left at its default ({default!r})")
@@ -452,6 +456,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--problems", type=Path, nargs="+", default=list(DEFAULT_SETS), help="problem files"
     )
     parser.add_argument(
+        "--start-batches",
+        help="TrajectoryOptimizer.start_batches, comma-separated (default: the device's: "
+        "1,1,1,1,1,1,1,1 on a CPU, 8 on a GPU)",
+    )
+    parser.add_argument(
         "--commit",
         help="commit to record (default: git, or $PYROKI_ROS_COMMIT; a copy without git)",
     )
@@ -517,6 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         buckets=buckets,
         spheres_file=args.spheres,
         start_collision=args.start_collision,
+        start_batches=tuple(int(b) for b in args.start_batches.split(","))
+        if args.start_batches
+        else None,
     )
     first_label, first = chosen[0]
     t0 = time.perf_counter()

@@ -10,6 +10,12 @@ compiles FK and the default tip pose objective at bucket 1 before it serves anyt
 answers such a request from a compile thread (deferred.py), asking :meth:`is_compiled` first.
 At most ``max_programs`` programs are kept (least recently used dropped).
 
+Size. About 600 lines because the model is what every IK and FK request reaches: the JAX
+set-up of the process, the frames and the default tip, the single solve (with its fast pose
+path and the compiled-program table), the chunked batch solve and the warm-ups, and the
+learned seeds. Each is a few methods around one :class:`LoadedModel`; splitting it would
+pass the same state between modules.
+
 Thread safety. Requests may solve concurrently from several executor threads (the core's
 options cache and program table are thread-safe). A program not yet known to be compiled is
 compiled by one caller at a time (a lock per program); the others wait for it instead of
