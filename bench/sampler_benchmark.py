@@ -5,7 +5,9 @@ Per robot chain: train a sampler for a bounded time (or load a checkpoint from -
 
 * raw samples: K per target for N targets (the tip poses of uniform random chain
   configurations); position error mean / median, % within 1 cm and 10 cm, orientation error
-  for pose samplers; the same at temperature 0.5, and the best of the K by FK error;
+  for pose samplers, at the model's sampling settings (its checkpoint's ``temperature`` and
+  ``mixture_temperature``); the same at temperature 0.5, the same with the trained mixture
+  as it is (both temperatures 1), and the best of the K by FK error;
 * diversity: mean standard deviation of a target's K samples in joint space (rad), and the
   number of distinct solutions among its accurate (< 10 cm) samples (greedy clusters, 0.5 rad
   apart in the max-norm over the chain joints);
@@ -98,9 +100,18 @@ def error_stats(pos: np.ndarray, rot: np.ndarray) -> dict:
     }
 
 
-def sample_stats(sampler: IKSampler, targets, k: int, temperature: float = 1.0) -> dict:
+def sample_stats(
+    sampler: IKSampler,
+    targets,
+    k: int,
+    temperature: float | None = None,
+    mixture_temperature: float | None = None,
+) -> dict:
+    """Raw-sample statistics; temperatures None: the model's own (its checkpoint's)."""
     chain = list(sampler.spec.chain)
-    q = sampler.sample(targets, k, seed=1, temperature=temperature)
+    q = sampler.sample(
+        targets, k, seed=1, temperature=temperature, mixture_temperature=mixture_temperature
+    )
     pos, rot = sampler.errors(targets[:, None], q)
     accurate = pos < 0.1
     n_clusters = [clusters(q[i][accurate[i]][:, chain]) for i in range(len(targets))]
@@ -316,6 +327,12 @@ def main() -> None:
             "chain_joints": len(sampler.spec.chain),
             "raw": sample_stats(sampler, targets, args.k),
             "raw_t0.5": sample_stats(sampler, targets, args.k, temperature=0.5),
+            # the model's sampling settings, and the trained mixture as it is (both at 1)
+            "temperature": sampler.spec.temperature,
+            "mixture_temperature": sampler.spec.mixture_temperature,
+            "raw_as_trained": sample_stats(
+                sampler, targets, args.k, temperature=1.0, mixture_temperature=1.0
+            ),
             "samples_per_s": throughput(sampler, targets, args.k),
         }
         best, _ = best_samples(sampler, targets, args.k, seed=1)

@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--targets", required=True, help="npz with targets (N, 3) or (N, 7) wxyz_xyz")
     sa.add_argument("--out", required=True, help="npz to write: joint_names, q (N, k, n), errors")
     sa.add_argument("-k", type=int, default=8, help="samples per target (default 8)")
-    sa.add_argument("--temperature", type=float, default=1.0)
+    sa.add_argument("--temperature", type=float, help="component width (default: the model's)")
     sa.add_argument("--seed", type=int, default=0)
     sa.set_defaults(run=sample_command)
 

@@ -44,6 +44,14 @@ class SamplerSpec:
     model: m.ModelConfig
     target_center: tuple[float, ...]  # (3,) to normalize target positions
     target_scale: float
+    # The model's sampling settings, chosen per model on held-out targets after training
+    # (docs/benchmarks/sampler.md); 1 and 1 sample the trained mixture as it is.
+    # temperature scales every component's width; mixture_temperature divides the mixture
+    # logits (Graves' sampling bias for mixture density networks): < 1 favours each joint's
+    # likelier components, so fewer draws start down a rare branch the later joints cannot
+    # finish.
+    temperature: float = 1.0
+    mixture_temperature: float = 1.0
     training: dict = dataclasses.field(default_factory=dict, compare=False)  # provenance only
 
     def to_json(self) -> dict:
@@ -109,8 +117,10 @@ def pose_errors(spec: SamplerSpec, targets: jax.Array, poses: jax.Array):
     return position_error, 2 * jnp.arccos(jnp.clip(dot, 0.0, 1.0))
 
 
-def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high):
+def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high, mixture_temperature):
     """One draw from a mixture over one joint, restricted to [low, high] (normalized units).
+    ``temperature`` scales the components' widths, ``mixture_temperature`` divides the
+    logits of their weights (:attr:`SamplerSpec.mixture_temperature`).
 
     The component is picked by its mass inside the window, then the value by the inverse CDF
     of that component truncated to the window, so a window (path following) never rejects.
@@ -122,7 +132,8 @@ def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high):
     cdf_low = jax.scipy.special.ndtr((low_ - means) / scales)
     cdf_high = jax.scipy.special.ndtr((high_ - means) / scales)
     mass = cdf_high - cdf_low
-    cumulative = jnp.cumsum(jax.nn.softmax(logits, -1) * (mass + 1e-30), axis=-1)
+    weights = jax.nn.softmax(logits / mixture_temperature, -1)
+    cumulative = jnp.cumsum(weights * (mass + 1e-30), axis=-1)
     pick = uniforms[..., :1] * cumulative[..., -1:]
     k = jnp.minimum(jnp.sum(cumulative < pick, axis=-1), logits.shape[-1] - 1)[..., None]
     take = lambda x: jnp.take_along_axis(x, k, axis=-1)[..., 0]
@@ -170,7 +181,14 @@ def sample_normalized(
     for j in range(config.n_joints):
         logits, means, log_scales = m.joint_mixture(config, weights, c_k, u, j, half_span(spec))
         value = _sample_joint(
-            uniforms[..., j, :], logits, means, log_scales, temperature, low[..., j], high[..., j]
+            uniforms[..., j, :],
+            logits,
+            means,
+            log_scales,
+            temperature,
+            low[..., j],
+            high[..., j],
+            spec.mixture_temperature,
         )
         u = u.at[..., j].set(value)
     return u
@@ -253,22 +271,33 @@ class IKSampler:
             raise ValueError("targets contain NaN or infinite values")
         return targets
 
-    def sample(self, targets, k: int = 8, *, seed: int | jax.Array = 0, temperature=1.0):
+    def sample(
+        self,
+        targets,
+        k: int = 8,
+        *,
+        seed: int | jax.Array = 0,
+        temperature: float | None = None,
+        mixture_temperature: float | None = None,
+    ):
         """``k`` configurations per target, inside the limits: (*batch, k, n_all) numpy.
 
-        ``temperature`` < 1 narrows every mixture component (more accurate, less diverse).
+        ``temperature`` < 1 narrows every mixture component (more accurate, less diverse);
+        ``mixture_temperature`` < 1 favours the likelier components (a new value compiles
+        the draw once). None: the model's (:attr:`SamplerSpec.temperature`,
+        :attr:`SamplerSpec.mixture_temperature`).
         """
         targets = self._targets(targets)
         batch = targets.shape[:-1]
         flat = targets.reshape(-1, targets.shape[-1])
         key = jax.random.PRNGKey(seed) if isinstance(seed, int) else seed
         q = _sample(
-            self.spec,
+            self._spec(mixture_temperature),
             self.params,
             jnp.asarray(self.rest, jnp.float32),
             flat,
             key,
-            jnp.float32(temperature),
+            jnp.float32(self.temperature(temperature)),
             k,
         )
         return np.asarray(self.robot.clip(q)).reshape(*batch, k, -1)
@@ -281,7 +310,8 @@ class IKSampler:
         radius: float = 0.1,
         start=None,
         seed: int = 0,
-        temperature=1.0,
+        temperature: float | None = None,
+        mixture_temperature: float | None = None,
     ) -> np.ndarray:
         """``k`` joint-space paths through a sequence of targets (T, 3 or 7): (k, T, n_all).
 
@@ -296,7 +326,13 @@ class IKSampler:
         key = jax.random.PRNGKey(seed)
         first_key, key = jax.random.split(key)
         if start is None:
-            q0 = self.sample(targets[:1], k, seed=first_key, temperature=temperature)[0]
+            q0 = self.sample(
+                targets[:1],
+                k,
+                seed=first_key,
+                temperature=temperature,
+                mixture_temperature=mixture_temperature,
+            )[0]
         else:
             q0 = np.broadcast_to(np.asarray(start, np.float32), (k, self.robot.n_joints))
         chain = list(self.spec.chain)
@@ -304,17 +340,29 @@ class IKSampler:
         lower, upper = _chain_limits(self.spec, jnp.float32)
         radius_u = 2 * radius / (upper - lower)
         us = _paths(
-            self.spec,
+            self._spec(mixture_temperature),
             self.params,
             jnp.asarray(self.rest, jnp.float32),
             jnp.asarray(targets),
             u0,
             key,
-            jnp.float32(temperature),
+            jnp.float32(self.temperature(temperature)),
             radius_u,
         )
         q = _to_configuration(self.spec, jnp.asarray(self.rest, jnp.float32), us)
         return np.asarray(self.robot.clip(q)).transpose(1, 0, 2)
+
+    def temperature(self, temperature: float | None = None) -> float:
+        """The width temperature to draw with: ``temperature``, or the model's (None)."""
+        return self.spec.temperature if temperature is None else float(temperature)
+
+    def _spec(self, mixture_temperature: float | None) -> SamplerSpec:
+        """The spec to draw with: the model's, or with another mixture temperature."""
+        if mixture_temperature is None or mixture_temperature == self.spec.mixture_temperature:
+            return self.spec
+        if not (np.isfinite(mixture_temperature) and mixture_temperature > 0):
+            raise ValueError(f"mixture_temperature must be > 0, got {mixture_temperature}")
+        return dataclasses.replace(self.spec, mixture_temperature=float(mixture_temperature))
 
     def errors(self, targets, q) -> tuple[np.ndarray, np.ndarray]:
         """Position (m) and orientation (rad) errors of configurations q (*batch, n_all)

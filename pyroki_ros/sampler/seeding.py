@@ -53,7 +53,7 @@ def best_samples(
     k: int = 8,
     *,
     seed: int = 0,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     incumbent=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The lowest-error of ``k`` samples per target: (q (*batch, n_all), error (*batch,)),
@@ -87,7 +87,8 @@ def best_samples(
     if current is not None:
         args.append(pad(current.astype(np.float32)))
     program = _best_program(sampler, k, current is not None)
-    out = np.asarray(program(*args, _key(seed), np.float32(temperature)))[:count]
+    width = np.float32(sampler.temperature(temperature))  # None: the model's
+    out = np.asarray(program(*args, _key(seed), width))[:count]
     q, score = out[:, :n], out[:, n]
     if current is not None:
         kept = out[:, n + 1] == 0  # column n + 1: index of the winner, 0 = the incumbent
@@ -149,7 +150,7 @@ def seeded_solve(
     k: int = 8,
     strategy: Strategy = "best",
     seed: int = 0,
-    temperature: float = 1.0,
+    temperature: float | None = None,
     start=None,
     **options,
 ) -> IKResult:
