@@ -11,7 +11,10 @@
 #    an A/B on the same card in the same call -> OUT/gpu_plan_before.md;
 # 3b. with START_BATCHES set (e.g. 1,1,1,1,1,1,1,1: a CPU's one start path at a time), the
 #    evaluation set again with those start batches -> OUT/mbm_fine_gpu_batches.{md,json};
-# 4. the benchmark on the tuning and second evaluation sets -> OUT/mbm_fine_gpu_more.{md,json}.
+# 4. the benchmark on the tuning and second evaluation sets -> OUT/mbm_fine_gpu_more.{md,json}
+#    (MORE_SECONDS: its time limit, default 200; 0 skips it);
+# 5. with SAMPLER set, the shipped samplers' raw samples and the seeding rule on hard targets
+#    (bench/sampler_benchmark.py --shipped --hard 100) -> OUT/sampler_gpu.json.
 #
 # Each step has its own time limit, so a slow step costs the later ones, never the earlier
 # results. Needs only the core's dependencies (no rclpy); on a lent machine run it after
@@ -50,9 +53,18 @@ if [ -n "${START_BATCHES:-}" ]; then
     --markdown "$OUT/mbm_fine_gpu_batches.md" --json "$OUT/mbm_fine_gpu_batches.json"
 fi
 
-step "4. MotionBenchMaker, tuning and second evaluation sets"
-timeout "${MORE_SECONDS:-200}" "$PY" bench/mbm_benchmark.py --fine-spheres \
-  --start-collision escape --commit "$COMMIT" \
-  --problems test/data/mbm/generated_seed1.yaml test/data/mbm/generated_seed2.yaml \
-  --markdown "$OUT/mbm_fine_gpu_more.md" --json "$OUT/mbm_fine_gpu_more.json"
+if [ "${MORE_SECONDS:-200}" != 0 ]; then  # 0: skip the step
+  step "4. MotionBenchMaker, tuning and second evaluation sets"
+  timeout "${MORE_SECONDS:-200}" "$PY" bench/mbm_benchmark.py --fine-spheres \
+    --start-collision escape --commit "$COMMIT" \
+    --problems test/data/mbm/generated_seed1.yaml test/data/mbm/generated_seed2.yaml \
+    --markdown "$OUT/mbm_fine_gpu_more.md" --json "$OUT/mbm_fine_gpu_more.json"
+fi
+
+if [ -n "${SAMPLER:-}" ]; then
+  step "5. learned sampler: raw samples and seeding on hard targets (issue 20)"
+  timeout "${SAMPLER_SECONDS:-240}" "$PY" bench/sampler_benchmark.py --robots panda,ur5 \
+    --shipped --hard 100 --hard-pool 4000 --hard-rounds 5 --start random \
+    --json "$OUT/sampler_gpu.json"
+fi
 step "done"
