@@ -118,6 +118,13 @@ def git_rev(*paths: str) -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def commit_of(given: str | None = None) -> str:
+    """The commit a report records: ``given`` (a script's ``--commit``), else
+    ``$PYROKI_ROS_COMMIT``, else :func:`git_rev` (a copy without git, such as a lent GPU
+    machine's, says which commit it is by one of the first two)."""
+    return given or os.environ.get("PYROKI_ROS_COMMIT") or git_rev()
+
+
 def loadavg() -> str:
     """The 1, 5 and 15 minute load averages, as "0.52 0.61 0.70"."""
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())

@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, also when ru
 # common first: it puts this checkout and test/ (numpy-only references) on sys.path
 from common import (
     REPO,
-    git_rev,
+    commit_of,
     host,
     loadavg,
     stats_ms,
@@ -768,7 +768,7 @@ def machine_lines(args, sizes: Sizes, mode: str) -> list[str]:
         for name in ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt")
         if version(name) != "n/a"
     )
-    commit = args.commit or os.environ.get("PYROKI_ROS_COMMIT") or git_rev() or "unknown"
+    commit = commit_of(args.commit)
     date = datetime.datetime.now(datetime.UTC)
     versions = [f"Python {platform.python_version()}"]
     versions += [f"{name} {version(name)}" for name in ("jax", "jaxlib")]

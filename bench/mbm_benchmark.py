@@ -46,14 +46,13 @@ import dataclasses
 import inspect
 import json
 import math
-import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, git_rev, loadavg, machine_line, utc_now
+from common import REPO, commit_of, loadavg, machine_line, utc_now
 
 import mbm_check as mc
 import mbm_problems as mp
@@ -558,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {
         "date": utc_now(),
         "machine": machine_line(),
-        "commit": args.commit or os.environ.get("PYROKI_ROS_COMMIT") or git_rev() or "unknown",
+        "commit": commit_of(args.commit),
         "command": f".venv/bin/python bench/mbm_benchmark.py {argv_text}".strip(),
         "steps": args.steps,
         "drop_stand": args.drop_stand,

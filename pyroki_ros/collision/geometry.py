@@ -56,8 +56,6 @@ _KIND_FIELDS = (
 KINDS = ("sphere", "capsule", "box", "half-space", "cylinder")
 # What a robot sphere is checked against (RobotSpheres.roles).
 ROLES = ("both", "world", "self")
-
-
 # Where dummy obstacles live (m). Far enough that no robot sphere reaches them, small enough
 # that squares stay finite in float32.
 FAR = 1.0e6

@@ -302,8 +302,8 @@ def push_clear(
 
     Each runs as a "path" of ``t_count`` copies of itself with every knot free, the goal at
     every knot and no smoothness cost: every knot is then the same IK problem, and the plan's
-    own compiled program (same objectives, same knots, one start) does it, where a one-knot
-    problem would compile a program of its own, per obstacle bucket."""
+    own compiled program (same objectives, same knots, padded to the plan's rows) does it,
+    where a one-knot problem would compile a program of its own, per obstacle bucket."""
     free = np.ones((t_count, len(q[0]))) * moving
     goal = tuple(
         dataclasses.replace(
@@ -324,6 +324,7 @@ def push_clear(
             weights=PUSH_WEIGHTS,
             margin=PUSH_MARGIN,
             contacts=contacts,
+            rows=planner.plan_rows,  # the plan's program
             max_iterations=PUSH_ITERATIONS
             if budget is None
             else budget.iterations(t_count, PUSH_ITERATIONS),

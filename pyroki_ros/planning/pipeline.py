@@ -205,6 +205,7 @@ def plan(
             world=world,
             contacts=contacts,
             max_iterations=budget.iterations(t_count, planned),
+            rows=planner.plan_rows,
             **settings,
         )
 
@@ -502,16 +503,12 @@ def warm_up(
     **options,
 ) -> PlanResult:
     """Compiles what plans of this structure (knots, obstacle buckets, goal objectives) need,
-    before they are asked for: one :func:`plan` (``options`` passed on); where that plan
-    optimises several start paths at once (a GPU's ``start_batches``), one with a single
-    start path too, whose program the goal search's pushes and the goal refinements use;
-    the named contact of a failure's message, the global step's clearance check and, for a
-    pose goal, the whole goal search, which a plan asks for only when its first goal
-    configuration does not do. Returns the first plan's result."""
+    before they are asked for: one :func:`plan` (``options`` passed on; its optimisations,
+    the pushes and refinements included, share one program: ``plan_rows``), the named
+    contact of a failure's message, the global step's clearance check and, for a pose goal,
+    the whole goal search, which a plan asks for only when its first goal configuration does
+    not do. Returns the plan's result."""
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
-    if options.get("num_starts", planner.start_batches[0]) != 1:
-        one = {**options, "num_starts": 1}
-        plan(planner, start, goal, world=world, num_steps=num_steps, **one)
     contacts = options.get("contacts", col.DEFAULT_CONTACTS)
     q = _checked_start(planner.robot, start)
     planner.deepest_contact(q, world, contacts)  # its program

@@ -131,6 +131,13 @@ class TrajectoryOptimizer:
         # one path at a time, so it stops at the first success; a GPU runs 8 at once.
         self.start_batches = (1,) * 8 if self.device.platform == "cpu" else (8,)
 
+    @property
+    def plan_rows(self) -> int:
+        """Start paths every optimisation of a plan is padded to (``optimize(rows=...)``): the
+        largest of :attr:`start_batches`, so that the start paths, the goal search's pushes
+        and the goal refinements (one path each) share one compiled program. 1 on a CPU."""
+        return max(self.start_batches)
+
     # -- compiled programs -------------------------------------------------------------------
 
     @property
@@ -219,6 +226,7 @@ class TrajectoryOptimizer:
         manipulability_link: str | None = None,
         initial_damping: float = damping.CHAIN.initial,
         contacts: col.ContactRules = col.DEFAULT_CONTACTS,
+        rows: int = 1,
     ) -> PlanResult | list[PlanResult]:
         """Optimises B initial paths (B, T, n) and returns the best one (``each``: a result
         per start, for batches of different problems).
@@ -240,7 +248,10 @@ class TrajectoryOptimizer:
         diagonal). The default is nearly Gauss-Newton, right for start paths already near
         their targets (plans); a start path far from them needs more (see :func:`retarget`).
         ``contacts``: which contacts are not collisions (:func:`col.checked_pairs`; links that
-        no free joint moves are not checked against the world by default).
+        no free joint moves are not checked against the world by default). ``rows``: the
+        batch is padded to at least this many start paths (copies of the last, dropped), for
+        a caller whose optimisations should share one program whatever their count (a plan:
+        :attr:`plan_rows`).
         """
         clock = time.perf_counter()
         robot = self.robot
@@ -321,22 +332,20 @@ class TrajectoryOptimizer:
             else robot.link_index(manipulability_link),
         )
         bandwidth = 3 if weights.jerk > 0 else 2
-        structure = (
-            tuple(structure_key(o) for o in objectives),
-            padded.counts,
-            starts.shape[0],
-        )
-        built = self.programs_built
-        program = self._program(structure, t_count, bandwidth)
-        starts = starts.astype(dt)
-        mesh = devices.batch_mesh(self.device.platform) if count > 1 else None
-        if mesh is not None:  # several devices: each optimises its share of the starts
-            size = devices.padded_size(count, mesh)
+        size = max(count, int(rows))
+        mesh = devices.batch_mesh(self.device.platform) if size > 1 else None
+        size = devices.padded_size(size, mesh)  # several devices: a share of the starts each
+        if size > count:  # padding rows that solve like the last real one, then dropped
             per_start = devices.pad_rows((problem.lower, problem.upper, problem.objectives), size)
             problem = dataclasses.replace(
                 problem, lower=per_start[0], upper=per_start[1], objectives=per_start[2]
             )
             starts = devices.pad_rows(starts, size)
+        structure = (tuple(structure_key(o) for o in objectives), padded.counts, size)
+        built = self.programs_built
+        program = self._program(structure, t_count, bandwidth)
+        starts = starts.astype(dt)
+        if mesh is not None:
             program = devices.over_devices_cached(program, mesh, batch_specs)
         out = program(problem, starts)
         paths, costs, iterations, pos, rot, min_world, min_self = (
