@@ -6,7 +6,8 @@
 # 1. the MotionBenchMaker benchmark (bench/mbm_benchmark.py, fine spheres, start escape) on
 #    the evaluation set, on whatever device JAX has -> OUT/mbm_fine_gpu.{md,json};
 # 2. bench/gpu_report.py's planning rows (random scenes: plan and plan_batch of 1-256 pairs;
-#    MotionBenchMaker demo) -> OUT/gpu_plan.md;
+#    MotionBenchMaker demo) -> OUT/gpu_plan.md (PLAN_SECONDS: its time limit, default 170;
+#    0 skips it);
 # 3. the same rows from BEFORE_TREE (a copy of an earlier commit's pyroki_ros/, bench/, test/),
 #    an A/B on the same card in the same call -> OUT/gpu_plan_before.md;
 # 3b. with START_BATCHES set (e.g. 1,1,1,1,1,1,1,1: a CPU's one start path at a time), the
@@ -36,9 +37,11 @@ step "1. MotionBenchMaker, evaluation set"
 timeout 240 "$PY" bench/mbm_benchmark.py --fine-spheres --start-collision escape \
   --commit "$COMMIT" --markdown "$OUT/mbm_fine_gpu.md" --json "$OUT/mbm_fine_gpu.json"
 
-step "2. gpu_report planning rows"
-timeout 170 "$PY" bench/gpu_report.py --full --only plan,mbm --repeat-budget 4 \
-  --commit "$COMMIT" --out "$OUT/gpu_plan.md"
+if [ "${PLAN_SECONDS:-170}" != 0 ]; then  # 0: skip the step
+  step "2. gpu_report planning rows"
+  timeout "${PLAN_SECONDS:-170}" "$PY" bench/gpu_report.py --full --only plan,mbm --repeat-budget 4 \
+    --commit "$COMMIT" --out "$OUT/gpu_plan.md"
+fi
 
 if [ -n "$BEFORE" ]; then
   step "3. gpu_report planning rows at $BEFORE_COMMIT"
