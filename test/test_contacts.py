@@ -300,10 +300,10 @@ def test_after_warm_up_plans_among_other_obstacle_counts_compile_nothing(start_b
     """``warm_up`` on a scene compiles what later plans among the same kinds of obstacles
     need, other counts in the same buckets included: a plan that succeeds and one whose goal
     collides (its named contact, the whole goal search, the one-configuration pushes) spend
-    no time compiling, by JAX's own compile events. Also with start paths eight at once (a
-    GPU's ``start_batches``), where the pushes and refinements optimise one path at a time:
-    a program of another batch size (on an H200 the first such plan spent 13-16 s
-    compiling, docs/benchmarks/gpu.md)."""
+    no time compiling, by JAX's own compile events. Also with start paths eight at once
+    (``start_batches=(8,)``, once a GPU's default), where the pushes and refinements optimise
+    one path at a time: a program of another batch size (on an H200 the first such plan
+    spent 13-16 s compiling, docs/benchmarks/gpu.md)."""
     import jax
 
     from pyroki_ros.collision import COARSE_WORLD_BUCKETS

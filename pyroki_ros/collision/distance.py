@@ -287,7 +287,7 @@ def self_distances(
 
     Args:
         centers: (*batch, S, 3) root-frame sphere centres (from :func:`sphere_centers`).
-        radii: (S,) radii.
+        radii: (S,) the radii of self pairs, ``spheres.self_radii`` (radii plus buffers).
         spheres: gives the pairs ``spheres.self_pairs`` (P, 2).
         checked: optional (P,) bool (:func:`checked_pairs`): inf where False.
     """
@@ -328,7 +328,7 @@ def collision_distances(
             d = robot_box_distances(robot, spheres, q, world, all_world)
             parts.append(d.reshape(*d.shape[:-2], -1))
     if self_collision:
-        parts.append(self_distances(centers, spheres.radii, spheres, checked_self))
+        parts.append(self_distances(centers, spheres.self_radii, spheres, checked_self))
     if not parts:
         return jnp.zeros((*centers.shape[:-2], 0), centers.dtype)
     return jnp.concatenate(parts, axis=-1)

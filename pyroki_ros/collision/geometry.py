@@ -97,9 +97,13 @@ class RobotSpheres:
             different bodies that are not adjacent and not ignored (see
             :func:`self_collision_pairs`). An array, not metadata, so sphere sets with the
             same number of pairs share a compiled function.
+        self_radii: (S,) the radii self-collision pairs use: ``radii`` plus the sphere's
+            link's ``self_buffer`` (a pair collides below ``r_i + b_i + r_j + b_j``).
         link_indices: (S,) static, index in ``robot.link_names`` of each sphere's link.
         link_names: (S,) static, each sphere's link name.
         ignore: static, the link-name pairs excluded from self-collision, sorted.
+        self_buffer: static, ``(link, m)`` pairs, sorted: extra self-collision clearance
+            per link (e.g. to keep the arm off its base by more than its spheres say).
         roles: (S,) static, each sphere's role: "both", "world" or "self".
         box_poses: (X, 7) wxyz_xyz, each box's frame in its link's frame (unit quaternion).
         box_half_extents: (X, 3) half sizes, m, > 0.
@@ -114,9 +118,11 @@ class RobotSpheres:
     centers: jax.Array
     radii: jax.Array
     self_pairs: jax.Array
+    self_radii: jax.Array
     link_indices: tuple[int, ...] = _static()
     link_names: tuple[str, ...] = _static()
     ignore: tuple[tuple[str, str], ...] = _static(default=())
+    self_buffer: tuple[tuple[str, float], ...] = _static(default=())
     roles: tuple[str, ...] = _static(default=())
     box_poses: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 7)))
     box_half_extents: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 3)))
@@ -194,13 +200,17 @@ class RobotSpheres:
         radii: Any,
         ignore: Iterable[Sequence[str]] = (),
         roles: Sequence[str] | None = None,
+        self_buffer: Mapping[str, float] | None = None,
     ) -> RobotSpheres:
         """Spheres from per-sphere link names, centres (S, 3) in the link frame and radii (S,),
-        and their roles (S,) ("both", "world" or "self"; default all "both").
+        their roles (S,) ("both", "world" or "self"; default all "both") and an optional
+        ``self_buffer`` ``{link: m}``, extra clearance of that link's spheres in
+        self-collision pairs (the convention of robometrics' and cuRobo's robot files).
 
         Raises:
             ValueError: unknown link (named), wrong shapes, non-finite values, radius <= 0,
-                an unknown role, or an ignore entry that is not a pair of known links.
+                an unknown role, an ignore entry that is not a pair of known links, or a
+                buffer that is not finite and >= 0.
         """
         link_names = tuple(str(n) for n in link_names)
         centers = np.asarray(centers, np.float64)
@@ -224,15 +234,19 @@ class RobotSpheres:
             )
         link_indices = tuple(robot.link_index(n) for n in link_names)
         ignore = _check_ignore(robot, ignore)
+        buffer = _check_buffer(robot, self_buffer)
         in_self = [role != "world" for role in roles]
         pairs = self_collision_pairs(robot, link_indices, ignore, in_self)
+        extra = np.array([dict(buffer).get(n, 0.0) for n in link_names], np.float64)
         return RobotSpheres(
             centers=jnp.asarray(centers, robot.dtype),
             radii=jnp.asarray(radii, robot.dtype),
             self_pairs=jnp.asarray(np.asarray(pairs, np.int32).reshape(-1, 2)),
+            self_radii=jnp.asarray(radii + extra.reshape(radii.shape), robot.dtype),
             link_indices=link_indices,
             link_names=link_names,
             ignore=ignore,
+            self_buffer=buffer,
             roles=roles,
         )
 
@@ -242,11 +256,12 @@ class RobotSpheres:
         mapping: Mapping[str, Sequence[Sequence[float]]],
         ignore: Iterable[Sequence[str]] = (),
         self_mapping: Mapping[str, Sequence[Sequence[float]]] | None = None,
+        self_buffer: Mapping[str, float] | None = None,
     ) -> RobotSpheres:
         """Spheres from ``{link_name: [[x, y, z, r], ...]}`` (link frame, m), e.g. from YAML.
         With ``self_mapping`` (the same form), ``mapping``'s spheres are checked against
         obstacles only and ``self_mapping``'s for self-collision only (roles "world" and
-        "self"); without it every sphere does both.
+        "self"); without it every sphere does both. ``self_buffer``: see :meth:`create`.
 
         Raises:
             ValueError: an unknown link (named), an entry that is not 4 numbers, a radius that
@@ -266,7 +281,7 @@ class RobotSpheres:
                 roles += [role] * len(rows)
         centers_a = np.concatenate(centers) if centers else np.zeros((0, 3))
         radii_a = np.concatenate(radii) if radii else np.zeros((0,))
-        return RobotSpheres.create(robot, names, centers_a, radii_a, ignore, roles)
+        return RobotSpheres.create(robot, names, centers_a, radii_a, ignore, roles, self_buffer)
 
     @staticmethod
     def from_yaml(
@@ -274,8 +289,8 @@ class RobotSpheres:
     ) -> RobotSpheres:
         """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}``, an optional
         ``self_spheres`` of the same form (see :meth:`from_config`), optional ``boxes``
-        (:meth:`with_boxes`) and an optional ``ignore: [[link_a, link_b], ...]``; ``ignore``
-        here adds to the file's list.
+        (:meth:`with_boxes`), an optional ``self_buffer: {link: m}`` (:meth:`create`) and an
+        optional ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
 
         Reads JSON-style (flow) YAML without PyYAML, so the core needs no YAML library.
         """
@@ -286,6 +301,7 @@ class RobotSpheres:
             data["spheres"],
             [tuple(p) for p in data.get("ignore", [])] + extra,
             data.get("self_spheres"),
+            data.get("self_buffer"),
         ).with_boxes(robot, data.get("boxes"))
 
     @staticmethod
@@ -428,6 +444,20 @@ def _link_rows(robot: Robot, link: str, rows, what: str, form: str) -> np.ndarra
     if values.ndim != 2 or values.shape[1] != width:
         raise ValueError(f"link '{link}': {what} must be a list of {form}, got {rows!r}")
     return values
+
+
+def _check_buffer(
+    robot: Robot, buffer: Mapping[str, float] | None
+) -> tuple[tuple[str, float], ...]:
+    out = []
+    for link, value in (buffer or {}).items():
+        robot.link_index(str(link))  # ValueError naming an unknown link
+        value = float(value)
+        if not (np.isfinite(value) and value >= 0.0):
+            raise ValueError(f"link '{link}': self_buffer must be finite and >= 0, got {value}")
+        if value > 0.0:
+            out.append((str(link), value))
+    return tuple(sorted(out))
 
 
 def _load_yaml(path: pathlib.Path) -> dict:

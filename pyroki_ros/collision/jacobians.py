@@ -181,7 +181,7 @@ class CollisionTerms:
         """Per self-collision group (:func:`self_pair_groups`) its nearest checked sphere
         pair: signed distance (G, B), both centres (two triples of (G, B)) and the link bits
         of both spheres (two tuples of (G, B) int32 words). ``checked``: (P,)."""
-        radii = np.asarray(self.spheres.radii, np.float64)
+        radii = np.asarray(self.spheres.self_radii, np.float64)
         first, second = self._first, self._second  # (G, K)
         # Padded and unchecked slots sit 1e6 m further away: they never win.
         skip = jnp.maximum(self._pad, 1.0 - checked[self._pair_row].astype(centers[0].dtype))
@@ -236,7 +236,7 @@ class CollisionTerms:
             world_d = jnp.concatenate([world_d, box_d], 0)
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
-        radii = self.spheres.radii[:, None]
+        radii = self.spheres.self_radii[:, None]
         self_d = safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
         return world_d, jnp.where(self_checked[:, None], self_d, jnp.inf)
 

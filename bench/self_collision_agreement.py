@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""How often the planner's self-collision model and MotionBenchMaker's judge disagree.
+
+Plans are judged (``test/mbm_check.py``) by robometrics' self-collision rule: its Franka
+spheres, its ignore list and a clearance buffer per link (5 cm on ``panda_link0`` to
+``panda_link2``, 2 cm on the fingers). The planner uses its own spheres (the bundled fine
+set's self-collision spheres, its ignore list and its ``self_buffer``). On random
+configurations within the joint limits this counts *misses* (the planner's model says clear,
+the judge's rule says collision: a path through them is a false success) and *over*
+(the planner's model refuses what the rule accepts: lost room), for the bundled buffers and
+for the alternatives given with ``--buffers``, and names the judge's link pairs behind the
+misses.
+
+Usage (repository root)::
+
+    .venv/bin/python bench/self_collision_agreement.py
+    .venv/bin/python bench/self_collision_agreement.py --buffers none 'panda_link0=0.05'
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections import Counter
+
+from common import machine_line, utc_now
+
+import jax
+import jax.numpy as jnp
+import mbm_check as mc
+import numpy as np
+
+from pyroki_ros.collision import RobotSpheres
+from pyroki_ros.collision import distance as col
+from pyroki_ros.model.robot import Robot
+from pyroki_ros.robots import urdf_path
+
+
+def parse_buffers(text: str) -> dict[str, float] | None:
+    """'bundled' -> None (the file's), 'none' -> {}, 'link=m,link=m' -> that mapping."""
+    if text == "bundled":
+        return None
+    if text == "none":
+        return {}
+    return {k: float(v) for k, v in (item.split("=") for item in text.split(","))}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--buffers",
+        nargs="+",
+        default=["none", "bundled"],
+        help="'bundled', 'none' or 'link=m,link=m' (default: none and bundled)",
+    )
+    args = parser.parse_args(argv)
+
+    robot = Robot.from_urdf(urdf_path("panda"))
+    bundled = RobotSpheres.embedded("panda", robot, fine=True)
+    bounds = np.asarray(robot.limits.bounds)
+    q = np.random.default_rng(args.seed).uniform(
+        bounds[:, 0], bounds[:, 1], (args.samples, robot.n_joints)
+    )
+    judge = mc.FRANKA
+    centers = judge.world_centers(mc.PANDA.poses(q[:, :7]))
+    i, j = judge.self_pairs[:, 0], judge.self_pairs[:, 1]
+    gap = np.linalg.norm(centers[:, i] - centers[:, j], axis=-1) - judge.self_limits
+    judged_bad = gap.min(axis=1) < 0
+
+    distances = jax.jit(
+        lambda q, radii: jnp.min(
+            col.self_distances(col.sphere_centers(robot, bundled, q), radii, bundled), axis=-1
+        )
+    )
+    print("# Self-collision: the planner's fine spheres against the judge's rule\n")
+    print(f"{utc_now()}; {machine_line()}")
+    print(f"Command: `{' '.join(['bench/self_collision_agreement.py', *sys.argv[1:]])}`\n")
+    print(
+        f"{args.samples:,} configurations uniform within the Panda's joint limits (seed "
+        f"{args.seed}); the judge's rule calls {judged_bad.mean():.1%} of them a collision.\n"
+    )
+    print(
+        "| planner's self_buffer | planner: collision | misses (planner clear, judge not) "
+        "| over (planner collision, judge clear) | judge's pairs behind the misses |"
+    )
+    print("|---|---|---|---|---|")
+    for text in args.buffers:
+        buffers = parse_buffers(text)
+        spheres = bundled
+        if buffers is not None:
+            extra = np.array([buffers.get(n, 0.0) for n in bundled.link_names])
+            radii = np.asarray(bundled.radii, np.float64) + extra
+            spheres = dataclasses.replace(bundled, self_radii=jnp.asarray(radii, robot.dtype))
+        mine = np.concatenate(
+            [
+                np.asarray(
+                    distances(jnp.asarray(q[k : k + 10_000], robot.dtype), spheres.self_radii)
+                )
+                for k in range(0, len(q), 10_000)
+            ]
+        )
+        mine_bad = mine < 0
+        miss = ~mine_bad & judged_bad
+        over = mine_bad & ~judged_bad
+        at = Counter(
+            mc.clearances(q[miss][:, :7], mc.Scene()).self_at if miss.any() else ()
+        ).most_common(3)
+        label = dict(spheres.self_buffer) if buffers is None else buffers
+        shown = ", ".join(f"{k} {v:g}" for k, v in label.items()) or "-"
+        print(
+            f"| {'bundled: ' if buffers is None else ''}{shown} | {mine_bad.mean():.1%} | {miss.mean():.2%} "
+            f"| {over.mean():.2%} | {', '.join(f'{p} {n}' for p, n in at)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
