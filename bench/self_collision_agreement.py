@@ -24,7 +24,7 @@ import dataclasses
 import sys
 from collections import Counter
 
-from common import machine_line, utc_now
+from common import commit_of, machine_line, utc_now
 
 import jax
 import jax.numpy as jnp
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     )
     print("# Self-collision: the planner's fine spheres against the judge's rule\n")
-    print(f"{utc_now()}; {machine_line()}")
+    print(f"{utc_now()}; {machine_line()}; commit {commit_of()}")
     print(f"Command: `{' '.join(['bench/self_collision_agreement.py', *sys.argv[1:]])}`\n")
     print(
         f"{args.samples:,} configurations uniform within the Panda's joint limits (seed "

@@ -107,7 +107,7 @@ MESH_BOX_LINKS = {"panda": {"panda_hand": 4}, "ur5": {}}
 # Extra self-collision clearance per link (RobotSpheres.create's self_buffer), m: the Panda's
 # base and shoulder links kept 5 cm further from the rest of the arm, the convention of
 # robometrics' and cuRobo's Franka files that MotionBenchMaker plans are judged by. On 100,000
-# random configurations (docs/benchmarks/mbm_fine.md, "Self-collision buffers") it cuts the
+# random configurations (docs/benchmarks/self_collision_agreement.md) it cuts the
 # configurations these spheres call clear and that rule does not from 1.6 % to 0.3 %; a
 # buffer on panda_link2 would also grow its pair with panda_link4, which that rule ignores.
 SELF_BUFFER = {"panda": {"panda_link0": 0.05, "panda_link1": 0.05}, "ur5": {}}
