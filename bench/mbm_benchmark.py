@@ -85,6 +85,7 @@ def make_planner(
     spheres_file: Path | None = None,
     start_collision: str = "refuse",
     start_batches: tuple[int, ...] | None = None,
+    plan_seed: int | None = None,
 ) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres
@@ -129,6 +130,9 @@ def make_planner(
             f"`start_collision={start_collision!r}` (a start the spheres call a collision is "
             "planned out of; the problems' starts are clear of the real geometry)"
         )
+    if plan_seed is not None:
+        options["seed"] = plan_seed
+        notes.append(f"`seed={plan_seed}` (the plan's random draws: bent start paths, RRT)")
     if timeout > 0 and "timeout" in params:
         options["timeout"] = timeout
         notes.append(f"`timeout={timeout:g}` s: the plan's budget (the node's config has one too)")
@@ -456,8 +460,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--start-batches",
-        help="TrajectoryOptimizer.start_batches, comma-separated (default: the device's: "
-        "1,1,1,1,1,1,1,1 on a CPU, 8 on a GPU)",
+        help="TrajectoryOptimizer.start_batches, comma-separated (default: its own, "
+        "1,1,1,1,1,1,1,1; before 9c94934 8 on a GPU)",
+    )
+    parser.add_argument(
+        "--plan-seed",
+        type=int,
+        help="plan(seed=...) for every problem (default: plan's own): the same problems "
+        "with other random draws, a probe of how often a success is false",
     )
     parser.add_argument(
         "--commit",
@@ -528,6 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         start_batches=tuple(int(b) for b in args.start_batches.split(","))
         if args.start_batches
         else None,
+        plan_seed=args.plan_seed,
     )
     first_label, first = chosen[0]
     t0 = time.perf_counter()
