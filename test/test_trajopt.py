@@ -13,12 +13,13 @@ import numpy as np
 import plan_check as check
 import pytest
 import scenes  # bench/scenes.py: random planning scenes
+from collision_reference import sphere_centers
 from nls_reference import dense_hessian
 from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
 
 from pyroki_ros import Robot
 from pyroki_ros import objectives as O
-from pyroki_ros.collision import RobotSpheres, World
+from pyroki_ros.collision import ContactRules, RobotSpheres, World
 from pyroki_ros.planning import timing
 from pyroki_ros.planning.retarget import retarget_start
 from pyroki_ros.planning.trajopt import (
@@ -736,3 +737,37 @@ def test_compiled_programs_are_bounded_and_an_evicted_one_plans_the_same_again()
         assert planner.compiled_programs <= 2
     np.testing.assert_allclose(plan(8), first, atol=1e-6)
     assert planner.compiled_programs <= 2
+
+
+def test_success_check_samples_a_fast_segment_as_finely_as_the_slow_ones(panda):
+    """A path of small steps and one 2 rad swing of the base joint, and a small obstacle that
+    the hand's sphere passes through a tenth of the way into the swing: the reported
+    clearance (the success check's) finds the contact, as deep as the numpy reference
+    finds it at 400 points in that segment, where evenly spaced fractions of every segment
+    (4 per segment: 0.4 rad apart in the swing, the hand ~25 cm between them) step over it."""
+    robot, spheres, planner, model = panda
+    t_count, swing = 16, 7
+    joint = np.zeros(t_count)
+    joint[1:] = 0.01  # small steps of panda_joint1, then the swing between knots 7 and 8
+    joint[swing + 1] += 2.0
+    path = np.tile(np.asarray(robot.center(), np.float64), (t_count, 1))
+    path[:, 0] = -1.2 + np.cumsum(joint)
+    hand = next(i for i, name in enumerate(spheres.link_names) if name == "panda_hand")
+    inside = path[swing] + 0.1 * (path[swing + 1] - path[swing])
+    centre = model.clearances  # the reference model: numpy FK and distances
+    point = sphere_centers(model.urdf, model.links, model.centers, inside)[hand]
+    world = World.create(sphere_centers=[point], sphere_radii=[0.01])
+    obstacles = _obstacles_kwargs(world)
+    f = np.linspace(0.0, 1.0, 402)[:, None]
+    fine = path[swing] + f * (path[swing + 1] - path[swing])
+    reference = min(centre(q, obstacles)[0] for q in np.concatenate([path, fine]))
+    assert reference < -0.05  # the hand's sphere (5 cm) swallows the 1 cm obstacle
+    knots_and_fractions = check.dense(path, 4)
+    assert min(centre(q, obstacles)[0] for q in knots_and_fractions) > 0.0  # stepped over
+    # Nothing free, so that the path stays as given: every link checked all the same.
+    result = planner.optimize(
+        path[None], (), world=world, free=np.zeros_like(path), max_iterations=1,
+        contacts=ContactRules(check_fixed_links=True),
+    )  # fmt: skip
+    assert result.min_distance < 0.0
+    assert abs(result.min_distance - reference) < 0.01
