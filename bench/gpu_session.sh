@@ -10,8 +10,9 @@
 #    0 skips it);
 # 3. the same rows from BEFORE_TREE (a copy of an earlier commit's pyroki_ros/, bench/, test/),
 #    an A/B on the same card in the same call -> OUT/gpu_plan_before.md;
-# 3b. with START_BATCHES set (e.g. 1,1,1,1,1,1,1,1: a CPU's one start path at a time), the
-#    evaluation set again with those start batches -> OUT/mbm_fine_gpu_batches.{md,json};
+# 3b. with START_BATCHES set (e.g. 8: eight start paths at once, the GPU default before
+#    9c94934), the evaluation set again with those start batches
+#    -> OUT/mbm_fine_gpu_batches.{md,json};
 # 4. the benchmark on the tuning and second evaluation sets -> OUT/mbm_fine_gpu_more.{md,json}
 #    (MORE_SECONDS: its time limit, default 200; 0 skips it);
 # 5. with SAMPLER set, the shipped samplers' raw samples and the seeding rule on hard targets

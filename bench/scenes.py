@@ -66,7 +66,7 @@ def clearances(
     d = col.world_distances(centers, spheres.radii, world)
     world_min = jnp.min(d.reshape(d.shape[0], -1), axis=1) if d.shape[-1] else jnp.inf
     if spheres.self_pairs.shape[0]:
-        self_min = jnp.min(col.self_distances(centers, spheres.self_radii, spheres), axis=1)
+        self_min = jnp.min(col.self_distances(centers, spheres), axis=1)
     else:
         self_min = jnp.inf
     return np.asarray(jnp.minimum(world_min, self_min))

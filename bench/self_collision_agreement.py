@@ -20,7 +20,6 @@ Usage (repository root)::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections import Counter
 
@@ -64,17 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     q = np.random.default_rng(args.seed).uniform(
         bounds[:, 0], bounds[:, 1], (args.samples, robot.n_joints)
     )
-    judge = mc.FRANKA
-    centers = judge.world_centers(mc.PANDA.poses(q[:, :7]))
-    i, j = judge.self_pairs[:, 0], judge.self_pairs[:, 1]
-    gap = np.linalg.norm(centers[:, i] - centers[:, j], axis=-1) - judge.self_limits
-    judged_bad = gap.min(axis=1) < 0
-
-    distances = jax.jit(
-        lambda q, radii: jnp.min(
-            col.self_distances(col.sphere_centers(robot, bundled, q), radii, bundled), axis=-1
-        )
-    )
+    judge = mc.clearances(q[:, :7], mc.Scene())  # self margins by the judge's rule
+    judged_bad = judge.self_margin < 0
     print("# Self-collision: the planner's fine spheres against the judge's rule\n")
     print(f"{utc_now()}; {machine_line()}; commit {commit_of()}")
     print(f"Command: `{' '.join(['bench/self_collision_agreement.py', *sys.argv[1:]])}`\n")
@@ -90,24 +80,24 @@ def main(argv: list[str] | None = None) -> None:
     for text in args.buffers:
         buffers = parse_buffers(text)
         spheres = bundled
-        if buffers is not None:
-            extra = np.array([buffers.get(n, 0.0) for n in bundled.link_names])
-            radii = np.asarray(bundled.radii, np.float64) + extra
-            spheres = dataclasses.replace(bundled, self_radii=jnp.asarray(radii, robot.dtype))
+        if buffers is not None:  # the same spheres and ignore list with these buffers
+            spheres = RobotSpheres.from_config(
+                robot, bundled.to_config("world"), bundled.ignore, bundled.to_config("self"),
+                buffers,
+            )  # fmt: skip
+        smallest = jax.jit(
+            lambda q, s=spheres: jnp.min(col.self_distances(col.sphere_centers(robot, s, q), s), -1)
+        )
         mine = np.concatenate(
             [
-                np.asarray(
-                    distances(jnp.asarray(q[k : k + 10_000], robot.dtype), spheres.self_radii)
-                )
+                np.asarray(smallest(jnp.asarray(q[k : k + 10_000], robot.dtype)))
                 for k in range(0, len(q), 10_000)
             ]
         )
         mine_bad = mine < 0
         miss = ~mine_bad & judged_bad
         over = mine_bad & ~judged_bad
-        at = Counter(
-            mc.clearances(q[miss][:, :7], mc.Scene()).self_at if miss.any() else ()
-        ).most_common(3)
+        at = Counter(np.asarray(judge.self_at)[miss].tolist()).most_common(3)
         label = dict(spheres.self_buffer) if buffers is None else buffers
         shown = ", ".join(f"{k} {v:g}" for k, v in label.items()) or "-"
         print(

@@ -92,7 +92,7 @@ def test_distances_and_gradients_match_reference_float64():
             return (
                 c,
                 world_distances(c, spheres.radii, world),
-                self_distances(c, spheres.radii, spheres),
+                self_distances(c, spheres),
             )
 
         links = spheres.link_names
@@ -538,7 +538,7 @@ def test_embedded_panda_covers_links_and_is_free_at_center():
         gap = np.linalg.norm(centers[near] - origin, axis=1) - radii[near]
         assert gap.min() < 0, f"panda_link{i}"
     assert ("panda_leftfinger", "panda_rightfinger") in spheres.ignore
-    d_self = self_distances(jnp.asarray(centers), spheres.radii, spheres)
+    d_self = self_distances(jnp.asarray(centers), spheres)
     assert float(d_self.min()) > 0
     # and the arm is not folded into itself at a typical "ready" pose either
     ready = jnp.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.02])

@@ -171,9 +171,9 @@ def test_self_buffer_grows_self_pairs_only_and_is_read_from_yaml(robot, tmp_path
     grown = np.asarray(buffered.radii, np.float64) + [buffer.get(n, 0.0) for n in names]
     pairs = np.asarray(buffered.self_pairs)
     expected = ref.self_distances(centres, grown, pairs)
-    got = self_distances(sphere_centers(robot, buffered, q), buffered.self_radii, buffered)
+    got = self_distances(sphere_centers(robot, buffered, q), buffered)
     np.testing.assert_allclose(got, expected, atol=1e-5)
-    plain_d = self_distances(sphere_centers(robot, plain, q), plain.self_radii, plain)
+    plain_d = self_distances(sphere_centers(robot, plain, q), plain)
     assert np.all(np.asarray(plain_d) - np.asarray(got) > 0.099)  # every pair has a buffer
     obstacles = _box_at(centres[0])
     radii = np.asarray(plain.radii, np.float64)
@@ -204,10 +204,14 @@ def test_bundled_fine_buffers_bring_self_checks_closer_to_the_benchmarks_rule(ro
     bounds = np.asarray(robot.limits.bounds)
     q = np.random.default_rng(7).uniform(bounds[:, 0], bounds[:, 1], (4000, robot.n_joints))
     judged = mc.clearances(q[:, :7], mc.Scene()).self_margin < 0
-    centres = sphere_centers(robot, fine, q)
+    # The same spheres and ignore list without the buffers.
+    unbuffered = RobotSpheres.from_config(
+        robot, fine.to_config("world"), fine.ignore, fine.to_config("self")
+    )
     misses = {}
-    for name, radii in (("bundled", fine.self_radii), ("none", fine.radii)):
-        mine = np.asarray(self_distances(centres, radii, fine)).min(axis=1) < 0
+    for name, spheres in (("bundled", fine), ("none", unbuffered)):
+        centres = sphere_centers(robot, spheres, q)
+        mine = np.asarray(self_distances(centres, spheres)).min(axis=1) < 0
         misses[name] = int(np.sum(~mine & judged))
     assert misses["none"] >= 20  # the rule and the spheres do disagree without buffers
     assert misses["bundled"] <= 0.4 * misses["none"]

@@ -281,18 +281,18 @@ def world_distances(
 
 
 def self_distances(
-    centers: jax.Array, radii: jax.Array, spheres: RobotSpheres, checked: jax.Array | None = None
+    centers: jax.Array, spheres: RobotSpheres, checked: jax.Array | None = None
 ) -> jax.Array:
     """Signed distances of the self-collision pairs, (*batch, P), m.
 
     Args:
         centers: (*batch, S, 3) root-frame sphere centres (from :func:`sphere_centers`).
-        radii: (S,) the radii of self pairs, ``spheres.self_radii`` (radii plus buffers).
-        spheres: gives the pairs ``spheres.self_pairs`` (P, 2).
+        spheres: gives the pairs ``spheres.self_pairs`` (P, 2) and their radii
+            ``spheres.self_radii`` (S,) (the radii plus the links' self buffers).
         checked: optional (P,) bool (:func:`checked_pairs`): inf where False.
     """
     i, j = spheres.self_pairs[:, 0], spheres.self_pairs[:, 1]
-    radii = jnp.asarray(radii)
+    radii = spheres.self_radii
     gap = centers[..., i, :] - centers[..., j, :]
     d = safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - radii[..., i] - radii[..., j]
     return d if checked is None else jnp.where(checked, d, jnp.inf)
@@ -328,7 +328,7 @@ def collision_distances(
             d = robot_box_distances(robot, spheres, q, world, all_world)
             parts.append(d.reshape(*d.shape[:-2], -1))
     if self_collision:
-        parts.append(self_distances(centers, spheres.self_radii, spheres, checked_self))
+        parts.append(self_distances(centers, spheres, checked_self))
     if not parts:
         return jnp.zeros((*centers.shape[:-2], 0), centers.dtype)
     return jnp.concatenate(parts, axis=-1)

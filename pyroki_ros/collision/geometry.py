@@ -237,7 +237,8 @@ class RobotSpheres:
         buffer = _check_buffer(robot, self_buffer)
         in_self = [role != "world" for role in roles]
         pairs = self_collision_pairs(robot, link_indices, ignore, in_self)
-        extra = np.array([dict(buffer).get(n, 0.0) for n in link_names], np.float64)
+        per_link = dict(buffer)
+        extra = np.array([per_link.get(n, 0.0) for n in link_names], np.float64)
         return RobotSpheres(
             centers=jnp.asarray(centers, robot.dtype),
             radii=jnp.asarray(radii, robot.dtype),

@@ -2,9 +2,10 @@
 
 One batched IK solve from the start and random seeds (inactive joints at the start's value)
 gives many solutions of the goal; those clear of obstacles and of the joint limits are kept,
-distinct, nearest to the start first; those clear by :data:`GOAL_CLEARANCE` only, when
-there are any. While none is clear, up to ROUNDS - 1 more solves from
-new seeds follow (a goal in clutter: its clear solutions can be a small part of its IK set). When none is, the plan can stop at once and say why:
+distinct, nearest to the start first (only those clear by :data:`GOAL_CLEARANCE` when there
+are any). While none is clear, up to ROUNDS - 1 more solves from new seeds follow (a goal in
+clutter: its clear solutions can be a small part of its IK set). When none is, the plan can
+stop at once and say why:
 GOAL_UNREACHABLE (no seed reached the goal within tolerance) or GOAL_IN_COLLISION (every
 solution collides; the message names the deepest contact of the clearest one), instead of
 optimising paths towards a goal no path can reach. A plan that tries one start path at a
@@ -139,8 +140,8 @@ def search(
     the plan's tolerances (``position_tolerance`` m, ``orientation_tolerance`` rad).
 
     ``lazy``: the solution from the start alone (:data:`FIRST_SEEDS`) when it is clear by
-    GOAL_CLEARANCE and away from the limits, with the whole search left in ``more``; otherwise the whole
-    search at once. The random seeds are drawn first either way (``rng`` ends in the same
+    GOAL_CLEARANCE and away from the limits, with the whole search left in ``more``;
+    otherwise the whole search at once. The random seeds are drawn first either way (``rng`` ends in the same
     state). ``budget``: the plan's (:class:`PlanBudget`), which bounds the pushes."""
     start = np.asarray(start, np.float64)
     limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)

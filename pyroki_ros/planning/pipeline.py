@@ -155,8 +155,8 @@ def plan(
     margin = float(options.get("margin", 0.02))
     goal_objectives = _goal_objectives(goal)
     joint_goal = not goal_objectives
-    # CPU: one start path at a time (a batch costs its size anyway), stopping at the first
-    # success; GPU: all start paths at once.
+    # Start paths in turn, a batch of each size (planner.start_batches: one at a time by
+    # default), stopping at the first success.
     attempts = (num_starts,) if num_starts else planner.start_batches
     found = None
     budget = PlanBudget(planner, timeout, clock)  # the goal search's pushes count too

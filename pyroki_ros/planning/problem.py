@@ -339,7 +339,7 @@ def contact_distances(
     if spheres.n_boxes:
         boxes = col.robot_box_distances(robot, spheres, q, world, world_checked)
         world_d = jnp.concatenate([world_d, boxes])
-    return world_d, col.self_distances(centers, spheres.self_radii, spheres, self_checked)
+    return world_d, col.self_distances(centers, spheres, self_checked)
 
 
 def clearances(

@@ -141,7 +141,7 @@ class TrajectoryOptimizer:
     def plan_rows(self) -> int:
         """Start paths every optimisation of a plan is padded to (``optimize(rows=...)``): the
         largest of :attr:`start_batches`, so that the start paths, the goal search's pushes
-        and the goal refinements (one path each) share one compiled program. 1 on a CPU."""
+        and the goal refinements (one path each) share one compiled program. 1 by default."""
         return max(self.start_batches)
 
     # -- compiled programs -------------------------------------------------------------------

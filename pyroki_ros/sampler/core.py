@@ -54,6 +54,12 @@ class SamplerSpec:
     mixture_temperature: float = 1.0
     training: dict = dataclasses.field(default_factory=dict, compare=False)  # provenance only
 
+    def __post_init__(self) -> None:
+        for name in ("temperature", "mixture_temperature"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0, got {value}")
+
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)
         data["model"] = self.model.to_json()
@@ -360,8 +366,7 @@ class IKSampler:
         """The spec to draw with: the model's, or with another mixture temperature."""
         if mixture_temperature is None or mixture_temperature == self.spec.mixture_temperature:
             return self.spec
-        if not (np.isfinite(mixture_temperature) and mixture_temperature > 0):
-            raise ValueError(f"mixture_temperature must be > 0, got {mixture_temperature}")
+        # replace() checks the value (SamplerSpec.__post_init__)
         return dataclasses.replace(self.spec, mixture_temperature=float(mixture_temperature))
 
     def errors(self, targets, q) -> tuple[np.ndarray, np.ndarray]:
