@@ -12,6 +12,13 @@ service's participant (``same``) or on a second one with its own executor thread
 apart. Per message: the probe calls started from 0.5 s before the publish to 2.5 s after it,
 their median and worst latency.
 
+What it showed (2026-11-28, this 2-core VM): both modes ~0.1 s per message (rclpy's copy of
+the bytes under the GIL), "same" now and then much longer (0.35 s, 2.0 s on a first
+message). The node itself stalled far more often (2.3-2.8 s in 4 of 6 messages with the
+topics on the services' participant, none with a participant of their own:
+bench/hostile_input.py's raw cases), so it takes its topics on a participant of their own
+(pyroki_ros/ros/bounded.py).
+
 Usage (repository root; ~1 min per mode)::
 
     .venv/bin/python bench/dds_large_message.py            # both modes

@@ -99,13 +99,22 @@ class Prober:
         command = [sys.executable, __file__, "--probe", str(self.path), *map(str, q)]
         self.process = subprocess.Popen(command, env={**os.environ, **env.env})
 
-    def between(self, t0: float, t1: float):
-        records = []
+    def _records(self) -> list[tuple[float, float, bool]]:
+        out = []
         for line in self.path.read_text().splitlines():
             start, seconds, ok = line.split()
-            if t0 <= float(start) <= t1:
-                records.append((float(seconds), ok == "1"))
-        return records
+            out.append((float(start), float(seconds), ok == "1"))
+        return out
+
+    def between(self, t0: float, t1: float, catch_up: float = 60.0):
+        """(seconds, ok) of every probe call whose time overlaps [t0, t1]: one that started
+        before t0 and was held through it counts too. A call is recorded when it ends, so
+        first waits (up to ``catch_up`` s) for a call that started after t1: every call that
+        overlaps has ended by then."""
+        deadline = time.monotonic() + catch_up
+        while time.monotonic() < deadline and not any(s > t1 for s, _, _ in self._records()):
+            time.sleep(0.05)
+        return [(d, ok) for s, d, ok in self._records() if s <= t1 and s + d >= t0]
 
     def stop(self):
         self.process.terminate()
@@ -307,7 +316,7 @@ class Bench:
         self.sampler = Sampler(self.env.node.pid)
         self.prober = Prober(self.env, (self.state + 0.05 * self.arm).tolist())
         deadline = time.monotonic() + 60
-        while len(self.prober.between(0.0, math.inf)) < 10 and time.monotonic() < deadline:
+        while len(self.prober.between(0.0, math.inf, 0.0)) < 10 and time.monotonic() < deadline:
             time.sleep(0.2)  # the probe process is up and answered
         self.case("idle (reference)", lambda: (None, 0.0, "no request"), ("-",))
 
@@ -724,7 +733,8 @@ def markdown(bench: Bench, command: str, date: str, loads: tuple[str, str], elap
         ),
         "",
         "Answer: wall time from the call (building the request not counted). FK: the probe",
-        "calls started during the case (count, median, p99, max in ms; *bad* = wrong or no",
+        "calls that overlap the case, from its start to 0.3 s after its answer, one held since",
+        "before it included (count, median, p99, max in ms; *bad* = wrong or no",
         "answer). RSS: the node's peak VmRSS over the case, sampled every 50 ms. The probe",
         "client is a process of its own (its latency is the node's, not the hostile",
         "client's); the answer time includes the hostile client's serialisation of its",

@@ -526,6 +526,29 @@ def test_raw_messages_over_a_topics_byte_budget_are_dropped_unread(node):
     assert_serving(node)
 
 
+def test_huge_raw_messages_on_a_topic_do_not_hold_up_the_services(node):
+    """A 96 MB raw /joint_states, dropped unread by its size, must not hold up compute_fk.
+    While the node's topics shared the services' DDS participant, each such message held the
+    compute_fk calls sent meanwhile 2.3-2.8 s in 4 of 6 tries (docs/benchmarks/hostile_input.md:
+    Fast DDS takes a participant's traffic in together); on a participant of their own
+    (bounded.Inputs) ~0.1 s, rclpy's copy of the bytes."""
+    raw = joint_state_cdr(positions=12_000_000)  # 96 MB
+    publisher = node.session.node.create_publisher(JointState, "/joint_states", QoSProfile(depth=1))
+    wait_until(lambda: publisher.get_subscription_count() > 0, 30.0, what="/joint_states matched")
+    worst = 0.0
+    try:
+        for _ in range(3):
+            publisher.publish(raw)
+            end = time.monotonic() + 3.0  # the message arrives and is dropped within ~0.5 s
+            while time.monotonic() < end:
+                worst = max(worst, good_fk_seconds(node))
+                time.sleep(0.02)
+    finally:
+        node.session.node.destroy_publisher(publisher)
+    assert worst < 1.0, f"a compute_fk took {worst:.2f} s during a 96 MB message on a topic"
+    assert_serving(node)
+
+
 def test_raw_messages_past_an_interface_bound_are_refused_by_the_node(node):
     """Under the byte budget but past an interface's bound (65 objectives where the goal
     allows 64; a sphere of 4 dimensions where 3 are allowed): the node's own checks refuse

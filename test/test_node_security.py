@@ -1,7 +1,8 @@
 """SROS2 (DDS security) for pyroki_ros_node: docs/security.md, docs/sros2_policy.xml.
 
 * The policy's /pyroki_ros enclave grants exactly what the running node creates (its graph:
-  topics, subscriptions, services of the node and of its worker node), no more, no less.
+  topics, subscriptions, services of the node, its worker node and its inputs node), no more,
+  no less.
 * The node under ROS_SECURITY_STRATEGY=Enforce with a keystore made by hand (openssl, SROS2
   layout, permissions generated from the policy file) serves a client holding the
   /pyroki_ros_client enclave, and is invisible to a client without one. Skipped when the
@@ -38,6 +39,7 @@ NODE_ENCLAVE = "/pyroki_ros"
 CLIENT_ENCLAVE = "/pyroki_ros_client"
 NODE = "pyroki_ros_node"
 WORKER = "pyroki_ros_node_worker"
+INPUTS = "pyroki_ros_node_inputs"  # the node's topics, on a participant of their own
 # Hidden graph topic every rmw_fastrtps participant uses (sros2 adds it to every grant).
 DISCOVERY_TOPIC = "ros_discovery_info"
 
@@ -256,10 +258,10 @@ def test_policy_grants_exactly_the_running_nodes_interfaces(tmp_path_factory):
     try:
         session = env.session.node
         grants = policy_grants(NODE_ENCLAVE)
-        assert set(grants) == {NODE, WORKER}
+        assert set(grants) == {NODE, WORKER, INPUTS}
         env.client(ComputeFK, "compute_fk")  # the node is up
         deadline = time.monotonic() + 15.0
-        for node in (NODE, WORKER):
+        for node in (NODE, WORKER, INPUTS):
             while True:  # until discovery shows all of it
                 try:
                     actual = {

@@ -30,16 +30,20 @@ Every request takes the same few stops: its handler here -> requests.py (every c
 the core problem) -> the core (model.py, planning.py) -> responses.py (the answer and its
 outcome code).
 
-Threads: the request path (IK, FK, teleop, /joint_states) is spun by a SingleThreadedExecutor
-in the main thread: rclpy's MultiThreadedExecutor made IK round trips about twice as slow
-here (docs/benchmarks/node.md). Slow work runs on a second node of the same process,
-``<name>_worker``, spun by its own executor threads: model (re)loading (so requests keep using
-the previous model until the new one is warmed up), ``~/solve_ik_batch``,
-``~/plan_trajectory``, ``~/retarget_motion`` and the planning scene (served under this node's
-names, so a long batch or plan never delays IK). A ``~/solve_ik`` that needs a new program is
-compiled on a compile thread and answered from there (deferred.py), within the request's
-budget; so is a ``~/retarget_motion`` of a new motion length (its own compile thread). The
-model swap is guarded by a lock; requests take a reference to the model at their
+Threads: the request path (IK, FK, teleop) is spun by a SingleThreadedExecutor in the main
+thread: rclpy's MultiThreadedExecutor made IK round trips about twice as slow here
+(docs/benchmarks/node.md). Every topic the node subscribes to (/joint_states, teleop goals,
+collision objects, robot_description) is taken by ``<name>_inputs``, a node on a DDS
+participant of its own, spun by its own threads (bounded.Inputs: a huge message on a topic
+held the services up to 2.8 s while they shared a participant); a new robot_description is
+loaded and warmed up there. Slow work runs on a second node of the same process,
+``<name>_worker``, spun by its own executor threads: loading ``urdf_file``,
+``~/solve_ik_batch``, ``~/plan_trajectory``, ``~/retarget_motion`` and the planning scene
+(served under this node's names, so a long batch or plan never delays IK); requests keep
+using the previous model until a new one is warmed up. A ``~/solve_ik`` that needs a new
+program is compiled on a compile thread and answered from there (deferred.py), within the
+request's budget; so is a ``~/retarget_motion`` of a new motion length (its own compile
+thread). The model swap is guarded by a lock; requests take a reference to the model at their
 start. SIGINT / SIGTERM end the process within 2 s (shutdown.py).
 """
 
@@ -135,7 +139,9 @@ class PyrokiRosNode(Node):
     """The node: see the module docstring. ``settings`` is the parameters' snapshot now,
     ``worker`` the second node of slow work, ``closing`` is set at shutdown."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, ros_args: list[str] | None = None, **kwargs):
+        """``ros_args``: the process's ROS arguments (default sys.argv), for the inputs node's
+        context (bounded.Inputs: the same domain and enclave)."""
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         gc.set_threshold(*GC_THRESHOLDS)
         super().__init__(NODE_NAME, **kwargs)
@@ -175,6 +181,15 @@ class PyrokiRosNode(Node):
             use_global_arguments=False,
             start_parameter_services=False,
         )
+        # Every topic on a DDS participant of its own, spun by its own threads (see main): a
+        # huge message on one cannot hold up the services (bounded.py). Names resolved here.
+        self.inputs = bounded.Inputs(
+            f"{self.get_name()}_inputs",
+            self.get_namespace(),
+            ros_args,
+            self.context.get_domain_id(),
+            threads=3,  # a model load from robot_description, joint states / goals, the scene
+        )
         self._trajectory_pub = self.create_publisher(
             JointTrajectory, p("trajectory_topic").value, 10
         )
@@ -192,18 +207,20 @@ class PyrokiRosNode(Node):
     def _wire_request_path(self) -> None:
         """/joint_states, teleop goals, ~/solve_ik and ~/compute_fk on this node's executor."""
         inputs = MutuallyExclusiveCallbackGroup()
-        # Every topic through bounded.subscribe: a message over its byte budget is dropped
-        # before rclpy would turn it into Python objects on this thread (a raw 96 MB one held
-        # it for 1-26 s, bounded.py).
+        # Every topic through bounded.subscribe, on the inputs node: a message over its byte
+        # budget is dropped before rclpy would turn it into Python objects (a raw 96 MB one
+        # held the request path 1-26 s, bounded.py).
         limits = lambda: self.settings.limits  # read at each message (parameters change)
+        joint_states = self.resolve_topic_name(self.settings.joint_states_topic)
         bounded.subscribe(
-            self,
+            self.inputs.node,
             JointState,
-            self.settings.joint_states_topic,
+            joint_states,
             self._on_joint_state,
             10,
             lambda: bounded.joint_state_bytes(limits()),
-            f"ignored: a {self.settings.joint_states_topic} message",
+            f"ignored: a {joint_states} message",
+            logger=self.get_logger(),
             callback_group=inputs,
         )
         self._teleop = Teleop(
@@ -218,13 +235,14 @@ class PyrokiRosNode(Node):
         )
         for kind, topic in ((PoseStamped, "~/goal_pose"), (MultiLinkGoal, "~/goal")):
             bounded.subscribe(
-                self,
+                self.inputs.node,
                 kind,
-                topic,
+                self.resolve_topic_name(topic),
                 self._teleop.on_goal,
                 GOAL_QOS,
                 lambda: bounded.goal_bytes(limits()),
                 f"teleop goal dropped: a {topic} message",
+                logger=self.get_logger(),
                 callback_group=inputs,
             )
         self._service_qos = QoSProfile(
@@ -283,14 +301,15 @@ class PyrokiRosNode(Node):
             self.settings.max_pending_compiles, name="pyroki_retarget_compile"
         )
         bounded.subscribe(
-            worker,
+            self.inputs.node,
             CollisionObject,
             self.resolve_topic_name("~/collision_objects"),
             self._on_collision_object,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
             lambda: bounded.collision_object_bytes(self.settings.limits),
             "collision object refused: a ~/collision_objects message",
-            callback_group=scene,
+            logger=self.get_logger(),
+            callback_group=MutuallyExclusiveCallbackGroup(),  # one scene change at a time
         )
 
     # --- parameters ---------------------------------------------------------------------
@@ -687,6 +706,7 @@ class PyrokiRosNode(Node):
         self._compiles.shutdown()
         self._retarget_compiles.shutdown()
         self._plan_work.shutdown()
+        self.inputs.close()
         self.worker.destroy_node()
         return super().destroy_node()
 
@@ -704,22 +724,21 @@ def main(args: list[str] | None = None) -> int:
     signals = SignalShutdown.install()
     from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(
-        args=sys.argv if args is None else args,
-        signal_handler_options=SignalHandlerOptions.NO if signals else None,
-    )
+    args = sys.argv if args is None else args
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO if signals else None)
     node = None
     executor = None
     worker = None
     code = 0
     try:
-        node = PyrokiRosNode()
+        node = PyrokiRosNode(ros_args=args)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         # Three threads: a model load, a batch and a plan may run at the same time.
         worker = MultiThreadedExecutor(num_threads=3)
         worker.add_node(node.worker)
         threading.Thread(target=worker.spin, name="pyroki_ros_worker", daemon=True).start()
+        node.inputs.start()
         if signals is None:
             executor.spin()
         else:  # until the signal, or the context is shut down
