@@ -3,13 +3,23 @@
 The core (this package minus :mod:`pyroki_ros.ros`) imports without rclpy.
 """
 
-# rosidl installs the generated interface code (pyroki_ros.msg, pyroki_ros.srv) into the
-# environment's site-packages/pyroki_ros; merge that directory into this package so an editable
-# source checkout and the compiled interfaces live side by side.
 __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
-from pyroki_ros.model.kinematics import forward_kinematics, link_jacobian
-from pyroki_ros.model.robot import Robot
-from pyroki_ros.model.urdf import URDFError
-
 __all__ = ["Robot", "URDFError", "forward_kinematics", "link_jacobian"]
+
+# Loaded on first use, so that the ROS interfaces (``pyroki_ros.msg``, ``pyroki_ros.srv``)
+# import without JAX: the node's topic process (ros/inputs.py) needs only them.
+_EXPORTS = {
+    "Robot": "pyroki_ros.model.robot",
+    "URDFError": "pyroki_ros.model.urdf",
+    "forward_kinematics": "pyroki_ros.model.kinematics",
+    "link_jacobian": "pyroki_ros.model.kinematics",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'pyroki_ros' has no attribute {name!r}")

@@ -101,7 +101,12 @@ class IsolatedNode:
             request.robot_state = JointState(name=[joint], position=[0.0])
         deadline = time.monotonic() + timeout
         while True:
-            response = self.call(ComputeFK, "compute_fk", request)
+            try:  # short: an answer sent before discovery matched our reader is lost, not late
+                response = self.call(ComputeFK, "compute_fk", request, timeout=10.0)
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+                continue
             if response.error_code.val == ErrorCode.SUCCESS:
                 return response
             if not self.node.alive():

@@ -11,6 +11,8 @@ One request's path: its handler in :mod:`~pyroki_ros.ros.node` -> :mod:`~pyroki_
   codes). :mod:`pyroki_ros.ros.responses` -- results -> answers (outcome codes).
 * :mod:`pyroki_ros.ros.model` -- a loaded robot model: robot, IK solver, FK, warm-up, compiled
   programs, the learned sampler. :mod:`pyroki_ros.ros.description` -- where its URDF comes from.
+* :mod:`pyroki_ros.ros.inputs` -- the topic process: every topic the node reads, weighed by
+  :mod:`pyroki_ros.ros.bounded`'s byte budgets before it reaches the node.
 * :mod:`pyroki_ros.ros.planning` -- the model's trajectory optimiser; plans and retargeting.
 * :mod:`pyroki_ros.ros.teleop` -- the teleop state machine (goals, rate timer, step limits).
 * :mod:`pyroki_ros.ros.scene` -- the planning scene's objects.

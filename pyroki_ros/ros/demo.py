@@ -20,6 +20,10 @@ from pathlib import Path
 import numpy as np
 
 NODE = "/pyroki_ros_node"
+# Each readiness poll's wait: rmw_fastrtps drops an answer to a client whose reader it has not
+# discovered yet ("failed to send response (timeout)" in the node's log), so the first polls
+# can go unanswered; another poll is answered.
+READY_CALL_S = 10.0
 # A comfortable Panda configuration ("ready" pose), actuated joint order of panda.urdf.
 READY = {
     "panda_joint1": 0.0,
@@ -235,7 +239,14 @@ class _Demo:
 
         deadline = time.monotonic() + self.timeout
         while True:
-            response, _ = self.call(self.fk, ComputeFK.Request(link_names=["panda_hand"]))
+            try:  # short: an answer sent before discovery matched our reader is lost, not late
+                response, _ = self.call(
+                    self.fk, ComputeFK.Request(link_names=["panda_hand"]), timeout=READY_CALL_S
+                )
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+                continue
             if response.error_code.val == ErrorCode.SUCCESS:
                 break
             if not self.node.alive():

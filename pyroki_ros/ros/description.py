@@ -37,7 +37,6 @@ class DescriptionSource:
 
     def __init__(self, node, load: Callable[[str, str], bool], current: Callable[[], object]):
         self._node, self._worker, self._logger = node, node.worker, node.get_logger()
-        self._inputs = node.inputs.node  # the topic's participant (bounded.Inputs)
         self._load, self._current = load, current
         self._group = MutuallyExclusiveCallbackGroup()  # one load at a time
         self._last_failed: str | None = None
@@ -53,8 +52,18 @@ class DescriptionSource:
             )
             return
         self._seen = False
-        self._subscribe()
-        self._watchdog = self._inputs.create_timer(
+        # Taken by the topic process (inputs.py); loads run on a thread of their own, the
+        # newest description waiting.
+        self._index = node.inputs.subscribe(
+            String,
+            self.topic,
+            self._on_description,
+            DESCRIPTION_QOS,
+            lambda: bounded.urdf_bytes(self._node.settings.limits),
+            f"robot_description refused: a {self.topic} message",
+            queue=1,
+        )
+        self._watchdog = self._worker.create_timer(
             DESCRIPTION_WATCHDOG_SECONDS, self._check, callback_group=self._group
         )
         self._logger.info(f"waiting for a URDF on {self.topic}")
@@ -107,20 +116,6 @@ class DescriptionSource:
 
     # --- the topic -------------------------------------------------------------------------------
 
-    def _subscribe(self) -> None:
-        # Over the byte budget that max_urdf_bytes allows: dropped unread (bounded.py).
-        self._subscription = bounded.subscribe(
-            self._inputs,
-            String,
-            self.topic,
-            self._on_description,
-            DESCRIPTION_QOS,
-            lambda: bounded.urdf_bytes(self._node.settings.limits),
-            f"robot_description refused: a {self.topic} message",
-            logger=self._logger,
-            callback_group=self._group,
-        )
-
     def _check(self) -> None:
         """Until a first description arrives: say why, and re-subscribe when a publisher is
         there. (Fast DDS can fail to deliver a transient-local sample to a late-joining reader,
@@ -128,7 +123,7 @@ class DescriptionSource:
         if self._seen:
             self._watchdog.cancel()
             return
-        if self._inputs.count_publishers(self.topic) == 0:
+        if self._node.count_publishers(self.topic) == 0:
             self._logger.warning(
                 f"no robot model yet: nothing publishes {self.topic} (is robot_state_publisher "
                 "running?)",
@@ -138,8 +133,7 @@ class DescriptionSource:
         self._logger.warning(
             f"{self.topic} has a publisher but no description arrived yet: subscribing again"
         )
-        self._inputs.destroy_subscription(self._subscription)
-        self._subscribe()
+        self._node.inputs.resubscribe(self._index)
 
     def _on_description(self, msg: String) -> None:
         self._seen = True

@@ -33,9 +33,9 @@ outcome code).
 Threads: the request path (IK, FK, teleop) is spun by a SingleThreadedExecutor in the main
 thread: rclpy's MultiThreadedExecutor made IK round trips about twice as slow here
 (docs/benchmarks/node.md). Every topic the node subscribes to (/joint_states, teleop goals,
-collision objects, robot_description) is taken by ``<name>_inputs``, a node on a DDS
-participant of its own, spun by its own threads (bounded.Inputs: a huge message on a topic
-held the services up to 2.8 s while they shared a participant); a new robot_description is
+collision objects, robot_description) is taken by a process of its own (``<name>_inputs``,
+inputs.py), which hands over only what fits the node's limits; the callbacks run on its
+reader thread here, and a new robot_description is
 loaded and warmed up there. Slow work runs on a second node of the same process,
 ``<name>_worker``, spun by its own executor threads: loading ``urdf_file``,
 ``~/solve_ik_batch``, ``~/plan_trajectory``, ``~/retarget_motion`` and the planning scene
@@ -80,6 +80,7 @@ from pyroki_ros.ros.deferred import (
     run_after_compile,
 )
 from pyroki_ros.ros.description import DescriptionSource
+from pyroki_ros.ros.inputs import Inputs
 from pyroki_ros.ros.model import LoadedModel, cache_write_threshold, cache_writes, configure_jax
 from pyroki_ros.ros.params import NODE_NAME
 from pyroki_ros.ros.requests import RequestError
@@ -140,8 +141,8 @@ class PyrokiRosNode(Node):
     ``worker`` the second node of slow work, ``closing`` is set at shutdown."""
 
     def __init__(self, ros_args: list[str] | None = None, **kwargs):
-        """``ros_args``: the process's ROS arguments (default sys.argv), for the inputs node's
-        context (bounded.Inputs: the same domain and enclave)."""
+        """``ros_args``: the process's ROS arguments (default sys.argv), for the topic
+        process (inputs.py: the same domain and enclave)."""
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         gc.set_threshold(*GC_THRESHOLDS)
         super().__init__(NODE_NAME, **kwargs)
@@ -181,14 +182,14 @@ class PyrokiRosNode(Node):
             use_global_arguments=False,
             start_parameter_services=False,
         )
-        # Every topic on a DDS participant of its own, spun by its own threads (see main): a
-        # huge message on one cannot hold up the services (bounded.py). Names resolved here.
-        self.inputs = bounded.Inputs(
+        # Every topic taken by a process of its own (inputs.py): a huge message never reaches
+        # this process. Its subscriptions are wired below, by resolved names.
+        self.inputs = Inputs(
             f"{self.get_name()}_inputs",
             self.get_namespace(),
             ros_args,
             self.context.get_domain_id(),
-            threads=3,  # a model load from robot_description, joint states / goals, the scene
+            self.get_logger(),
         )
         self._trajectory_pub = self.create_publisher(
             JointTrajectory, p("trajectory_topic").value, 10
@@ -206,22 +207,17 @@ class PyrokiRosNode(Node):
 
     def _wire_request_path(self) -> None:
         """/joint_states, teleop goals, ~/solve_ik and ~/compute_fk on this node's executor."""
-        inputs = MutuallyExclusiveCallbackGroup()
-        # Every topic through bounded.subscribe, on the inputs node: a message over its byte
-        # budget is dropped before rclpy would turn it into Python objects (a raw 96 MB one
-        # held the request path 1-26 s, bounded.py).
+        # Every topic through the topic process (inputs.py): a message over its byte budget
+        # never reaches this process (a raw 96 MB one held the request path 1-26 s, bounded.py).
         limits = lambda: self.settings.limits  # read at each message (parameters change)
         joint_states = self.resolve_topic_name(self.settings.joint_states_topic)
-        bounded.subscribe(
-            self.inputs.node,
+        self.inputs.subscribe(
             JointState,
             joint_states,
             self._on_joint_state,
-            10,
+            QoSProfile(depth=10),
             lambda: bounded.joint_state_bytes(limits()),
             f"ignored: a {joint_states} message",
-            logger=self.get_logger(),
-            callback_group=inputs,
         )
         self._teleop = Teleop(
             self,
@@ -234,16 +230,13 @@ class PyrokiRosNode(Node):
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         for kind, topic in ((PoseStamped, "~/goal_pose"), (MultiLinkGoal, "~/goal")):
-            bounded.subscribe(
-                self.inputs.node,
+            self.inputs.subscribe(
                 kind,
                 self.resolve_topic_name(topic),
                 self._teleop.on_goal,
                 GOAL_QOS,
                 lambda: bounded.goal_bytes(limits()),
                 f"teleop goal dropped: a {topic} message",
-                logger=self.get_logger(),
-                callback_group=inputs,
             )
         self._service_qos = QoSProfile(
             depth=self.get_parameter("service_queue_depth").value,
@@ -300,16 +293,13 @@ class PyrokiRosNode(Node):
         self._retarget_compiles = CompileQueue(
             self.settings.max_pending_compiles, name="pyroki_retarget_compile"
         )
-        bounded.subscribe(
-            self.inputs.node,
+        self.inputs.subscribe(
             CollisionObject,
             self.resolve_topic_name("~/collision_objects"),
             self._on_collision_object,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE),
             lambda: bounded.collision_object_bytes(self.settings.limits),
             "collision object refused: a ~/collision_objects message",
-            logger=self.get_logger(),
-            callback_group=MutuallyExclusiveCallbackGroup(),  # one scene change at a time
         )
 
     # --- parameters ---------------------------------------------------------------------
@@ -329,6 +319,7 @@ class PyrokiRosNode(Node):
             with self._model_lock:
                 model.set_frames(base, tip)
         self.settings = params.read(self, changed)
+        self.inputs.budgets_changed()
         return SetParametersResult(successful=True)
 
     # --- the model: loading and swapping ------------------------------------------------------------
