@@ -34,9 +34,9 @@ Threads: the request path (IK, FK, teleop) is spun by a SingleThreadedExecutor i
 thread: rclpy's MultiThreadedExecutor made IK round trips about twice as slow here
 (docs/benchmarks/node.md). Every topic the node subscribes to (/joint_states, teleop goals,
 collision objects, robot_description) is taken by a process of its own (``<name>_inputs``,
-inputs.py), which hands over only what fits the node's limits; the callbacks run on its
-reader thread here, and a new robot_description is
-loaded and warmed up there. Slow work runs on a second node of the same process,
+inputs.py), which hands over only what fits the node's limits; their callbacks run on the
+thread that reads from it, a new robot_description's load and warm-up on a thread of its
+own. Slow work runs on a second node of the same process,
 ``<name>_worker``, spun by its own executor threads: loading ``urdf_file``,
 ``~/solve_ik_batch``, ``~/plan_trajectory``, ``~/retarget_motion`` and the planning scene
 (served under this node's names, so a long batch or plan never delays IK); requests keep
@@ -206,7 +206,8 @@ class PyrokiRosNode(Node):
         self._description = DescriptionSource(self, self._load_model, lambda: self._current()[0])
 
     def _wire_request_path(self) -> None:
-        """/joint_states, teleop goals, ~/solve_ik and ~/compute_fk on this node's executor."""
+        """~/solve_ik and ~/compute_fk on this node's executor; /joint_states and teleop goals
+        from the topic process."""
         # Every topic through the topic process (inputs.py): a message over its byte budget
         # never reaches this process (a raw 96 MB one held the request path 1-26 s, bounded.py).
         limits = lambda: self.settings.limits  # read at each message (parameters change)
