@@ -150,12 +150,16 @@ def answer_within(
 class CompileQueue:
     """Work that needs a program compiled first: the first item for a key compiles it (one
     background thread, at most ``capacity`` compiles queued or running), items for the same
-    key that come meanwhile run right after it (at most :data:`WAITERS_PER_COMPILE`)."""
+    key that come meanwhile run right after it (at most :data:`WAITERS_PER_COMPILE`), then
+    ``after()`` (the node frees the compile's memory: model.release_freed_memory)."""
 
-    def __init__(self, capacity: int, name: str = "pyroki_compile") -> None:
+    def __init__(
+        self, capacity: int, name: str = "pyroki_compile", after: Callable[[], None] = lambda: None
+    ) -> None:
         self._work = BackgroundWork(1, capacity, name)
         self._waiting: dict[Any, list[Callable[[], None]]] = {}  # key -> items after it
         self._lock = threading.Lock()
+        self._after = after
 
     def submit(self, key, item: Callable[[], None]) -> bool:
         """Runs ``item`` after (or as) the compile of ``key``; False when the queue is full."""
@@ -189,6 +193,7 @@ class CompileQueue:
                     ready, waiters[:] = list(waiters), []
                 for waiting in ready:
                     waiting()
+            self._after()
 
     def shutdown(self) -> None:
         self._work.shutdown()

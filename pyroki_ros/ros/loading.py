@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from pyroki_ros.ros import planning, requests
 from pyroki_ros.ros.description import DescriptionSource
-from pyroki_ros.ros.model import LoadedModel
+from pyroki_ros.ros.model import LoadedModel, release_freed_memory
 from pyroki_ros.ros.params import PlanSettings, RequestLimits
 from pyroki_ros.ros.requests import RequestError
 
@@ -99,3 +99,5 @@ def warm_up(
             log.info(f"planning programs compiled in the background ({seconds:.2f} s)")
     except Exception as e:  # noqa: BLE001 -- never kill the node for a warm-up
         log.error(f"background warm-up failed: {e!r}")
+    finally:
+        release_freed_memory()  # the warm-up's compiles

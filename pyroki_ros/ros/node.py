@@ -81,7 +81,13 @@ from pyroki_ros.ros.deferred import (
 )
 from pyroki_ros.ros.description import DescriptionSource
 from pyroki_ros.ros.inputs import Inputs
-from pyroki_ros.ros.model import LoadedModel, cache_write_threshold, cache_writes, configure_jax
+from pyroki_ros.ros.model import (
+    LoadedModel,
+    cache_write_threshold,
+    cache_writes,
+    configure_jax,
+    release_freed_memory,
+)
 from pyroki_ros.ros.params import NODE_NAME
 from pyroki_ros.ros.requests import RequestError
 from pyroki_ros.ros.scene import PlanningScene
@@ -254,7 +260,9 @@ class PyrokiRosNode(Node):
             callback_group=services,
         )
         allow_deferred(solve_ik)  # first-time compiles answer from the compile thread
-        self._compiles = CompileQueue(self.settings.max_pending_compiles)
+        self._compiles = CompileQueue(
+            self.settings.max_pending_compiles, after=release_freed_memory
+        )
         self.create_service(
             ComputeFK,
             "~/compute_fk",
@@ -292,7 +300,9 @@ class PyrokiRosNode(Node):
         self._plan_work = BackgroundWork(1, PLANS_QUEUED, name="pyroki_plan")
         # Its own compile thread: a retargeting compile (seconds) never queues IK's.
         self._retarget_compiles = CompileQueue(
-            self.settings.max_pending_compiles, name="pyroki_retarget_compile"
+            self.settings.max_pending_compiles,
+            name="pyroki_retarget_compile",
+            after=release_freed_memory,
         )
         self.inputs.subscribe(
             CollisionObject,
@@ -352,6 +362,7 @@ class PyrokiRosNode(Node):
         finally:
             self._hold_cache_writes(-1)
             self._loading = False
+            release_freed_memory()  # the load's compiles
 
     def _hold_cache_writes(self, change: int) -> None:
         """A load or warm-up starts (+1) or ends (-1): the cache takes new programs while one
