@@ -687,6 +687,12 @@ class Bench:
             "6d": lambda: joint_state_cdr(names=n_names),
             "6e": lambda: joint_state_cdr(positions=n_positions),
         }
+        from pyroki_ros.ros.bounded import largest_budget
+        from pyroki_ros.ros.inputs import largest_message
+        from pyroki_ros.ros.params import RequestLimits
+
+        # config/panda.yaml's limits are the defaults (a --node-param changing them is not followed)
+        holdable = largest_message(largest_budget(RequestLimits()))
         chosen = [c for prefix in self.args.raw for c in cases if c[0].startswith(prefix)]
         for name, msg_type, topic, raw, refusal in chosen:  # in the order --raw names them
             if topic == "/joint_states":
@@ -697,8 +703,8 @@ class Bench:
             node_topic = topic if topic.startswith("/") else f"/pyroki_ros_node/{topic[2:]}"
             qos = LATCHED if msg_type is String else reliable
             # A message larger than the topic process can hold is dropped by Fast DDS unread,
-            # without a log line (pyroki_ros/ros/inputs.py: COPIES, MEMORY_SLACK).
-            huge = len(raw) > 10e6
+            # without a log line (pyroki_ros/ros/inputs.py).
+            huge = len(raw) > holdable
             self.case(
                 name,
                 functools.partial(self.publish_raw, msg_type, node_topic, raw, qos, refusal, 10.0),

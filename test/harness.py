@@ -99,24 +99,19 @@ class IsolatedNode:
         request = ComputeFK.Request(link_names=[link])
         if joint:  # something explicit, so that no /joint_states is needed
             request.robot_state = JointState(name=[joint], position=[0.0])
-        deadline = time.monotonic() + timeout
-        while True:
-            try:  # short: an answer sent before discovery matched our reader is lost, not late
-                response = self.call(ComputeFK, "compute_fk", request, timeout=10.0)
-            except TimeoutError:
-                if time.monotonic() > deadline:
-                    raise
-                continue
-            if response.error_code.val == ErrorCode.SUCCESS:
-                return response
-            if not self.node.alive():
-                raise RuntimeError(f"the node exited:\n{self.node.log()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"link '{link}' not served after {timeout:.0f} s: "
-                    f"{response.message}\n{self.node.log()[-3000:]}"
-                )
-            time.sleep(0.2)
+        response = self.session.poll(
+            self.client(ComputeFK, "compute_fk"),
+            request,
+            lambda r: r.error_code.val == ErrorCode.SUCCESS,
+            timeout,
+            node=self.node,
+        )
+        if response.error_code.val != ErrorCode.SUCCESS:
+            raise TimeoutError(
+                f"link '{link}' not served after {timeout:.0f} s: "
+                f"{response.message}\n{self.node.log()[-3000:]}"
+            )
+        return response
 
     def close(self) -> None:
         try:

@@ -553,7 +553,7 @@ def test_huge_raw_messages_on_a_topic_do_not_hold_up_the_services(node):
     """96 MB raw /joint_states from another process must not hold up compute_fk. While the
     node's topics shared the services' DDS participant, such a message held the compute_fk
     calls sent meanwhile 2.3-2.8 s in 4 of 6 tries (this test failed so); on a participant of
-    their own in the node's process up to 0.15 s (rclpy's copy of the bytes); from the topic
+    their own in the node's process 94-112 ms (rclpy's copy of the bytes); from the topic
     process (inputs.py) it never reaches the node's process."""
     import subprocess
     import sys

@@ -25,6 +25,9 @@ request is converted before the handler runs).
 
 from __future__ import annotations
 
+import math
+import time
+
 # Room for the fixed part of a message (header, frame_id, scalars) and per element: generous,
 # so that no message the node's count limits allow is refused by its size.
 FIXED_BYTES = 64 * 1024
@@ -56,8 +59,29 @@ def urdf_bytes(limits) -> tuple[int, str]:
     return budget, f"max_urdf_bytes = {limits.max_urdf_bytes}"
 
 
+def largest_budget(limits) -> int:
+    """The largest of the node's topic budgets (bytes) under ``limits``."""
+    budgets = (joint_state_bytes, goal_bytes, collision_object_bytes, urdf_bytes)
+    return max(budget(limits)[0] for budget in budgets)
+
+
 def too_large(what: str, size: int, budget: int, reason: str) -> str:
     return (
         f"{what}: {size:,} bytes serialised, over the {budget:,} bytes the node takes "
         f"({reason}, a node parameter); dropped unread"
     )
+
+
+class Warnings:
+    """Warnings about dropped messages, at most one per WARN_EVERY_S per topic: ``warn(key,
+    text)`` (a flood of bad messages must not flood the log)."""
+
+    def __init__(self, logger):
+        self._logger = logger
+        self._last: dict = {}
+
+    def __call__(self, key, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -math.inf) >= WARN_EVERY_S:
+            self._last[key] = now
+            self._logger.warning(text)

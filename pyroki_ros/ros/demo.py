@@ -20,10 +20,6 @@ from pathlib import Path
 import numpy as np
 
 NODE = "/pyroki_ros_node"
-# Each readiness poll's wait: rmw_fastrtps drops an answer to a client whose reader it has not
-# discovered yet ("failed to send response (timeout)" in the node's log), so the first polls
-# can go unanswered; another poll is answered.
-READY_CALL_S = 10.0
 # A comfortable Panda configuration ("ready" pose), actuated joint order of panda.urdf.
 READY = {
     "panda_joint1": 0.0,
@@ -237,23 +233,15 @@ class _Demo:
         from pyroki_ros.msg import ErrorCode
         from pyroki_ros.srv import ComputeFK
 
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:  # short: an answer sent before discovery matched our reader is lost, not late
-                response, _ = self.call(
-                    self.fk, ComputeFK.Request(link_names=["panda_hand"]), timeout=READY_CALL_S
-                )
-            except TimeoutError:
-                if time.monotonic() > deadline:
-                    raise
-                continue
-            if response.error_code.val == ErrorCode.SUCCESS:
-                break
-            if not self.node.alive():
-                raise RuntimeError(f"the node exited:\n{self.node.log()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no model after {self.timeout:.0f} s: {response.message}")
-            time.sleep(0.2)
+        response = self.s.poll(
+            self.fk,
+            ComputeFK.Request(link_names=["panda_hand"]),
+            lambda r: r.error_code.val == ErrorCode.SUCCESS,
+            self.timeout,
+            node=self.node,
+        )
+        if response.error_code.val != ErrorCode.SUCCESS:
+            raise TimeoutError(f"no model after {self.timeout:.0f} s: {response.message}")
         ready = [line for line in self.node.log().splitlines() if "ready:" in line]
         self.out.line(f"model ready at t = {self.out.elapsed():.1f} s")
         if ready:

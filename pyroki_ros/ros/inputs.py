@@ -7,17 +7,16 @@ robot_description) with the serialised bytes (``raw=True``), drops a message ove
 byte budget with a warning naming the limit (bounded.py), and hands the others to the node
 over a pipe; the node deserialises them and calls its callbacks.
 
-Why a process. Measured (bench/hostile_input.py, raw cases, the compute_fk calls that overlap
-each case, docs/benchmarks/hostile_input.md, 2026-11-28, this 2-core VM), for a 96 MB raw
-message:
+Why a process. Measured (bench/hostile_input.py, its raw cases 6c-6f, the compute_fk calls
+that overlap each case; 2026-11-28, this 2-core VM), for a 96 MB raw message:
 
-* topics on the services' DDS participant: compute_fk held 2.3-2.8 s in 4 of 6 tries
-  (below node code: the requests reached the node late);
-* topics on a participant of their own in the node's process (a second rclpy context):
-  at most 0.15 s in 18 tries, rclpy's copy of the bytes holding the GIL (~1 ms per MB), and
-  the node's memory grew by about the message's size for each of the first few such
-  messages (native memory kept by the subscription's reader, no Python object);
-* in this process (the report's rows 6c-6f): compute_fk within 15 ms, the node's memory
+* topics on the services' DDS participant (the node of 399e788): compute_fk held 2.3-2.8 s
+  in 4 of 6 tries (below node code: the requests reached the node late);
+* topics on a participant of their own in the node's process (a second rclpy context,
+  docs/benchmarks/hostile_input.md as committed in d8b4b98): 94-112 ms, rclpy's copy of the
+  bytes holding the GIL (~1 ms per MB), and the node's peak memory 1,741 -> 2,224 MiB over
+  the four messages (native memory kept by the subscription's reader, no Python object);
+* in this process (the report as committed now): compute_fk within 15 ms, the node's memory
   unchanged; this process's memory is limited (COPIES, MEMORY_SLACK), so a 96 MB message is
   not even taken here.
 
@@ -36,7 +35,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 import signal
 import struct
@@ -48,7 +46,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pyroki_ros.ros.bounded import WARN_EVERY_S, too_large
+from rclpy.serialization import deserialize_message
+
+from pyroki_ros.ros.bounded import Warnings, too_large
 
 FRAME = struct.Struct("<IQ")  # topic index, size in bytes
 RESTART_S = 1.0  # a child that ended is replaced after this long
@@ -78,8 +78,11 @@ class _Topic:
     what: str
     callback: Callable
     queue: int | None  # None: called on the reader thread; else its own thread, newest kept
-    pending: deque = field(default_factory=deque)
+    pending: deque = field(init=False)  # the newest ``queue`` messages (older ones drop out)
     ready: threading.Condition = field(default_factory=threading.Condition)
+
+    def __post_init__(self) -> None:
+        self.pending = deque(maxlen=self.queue)
 
 
 def _qos_dict(qos) -> dict:
@@ -117,7 +120,7 @@ class Inputs:
         self._topics: list[_Topic] = []
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()  # the child's stdin
-        self._last_warning: dict[int, float] = {}
+        self._warn = Warnings(logger)
 
     def subscribe(
         self,
@@ -235,8 +238,6 @@ class Inputs:
                     continue
                 with topic.ready:
                     topic.pending.append(data)
-                    while len(topic.pending) > topic.queue:
-                        topic.pending.popleft()
                     topic.ready.notify()
 
     def _drain(self, topic: _Topic) -> None:
@@ -249,8 +250,6 @@ class Inputs:
             self._deliver(index, data)
 
     def _deliver(self, index: int, data: bytes) -> None:
-        from rclpy.serialization import deserialize_message
-
         topic = self._topics[index]
         limit, reason = topic.budget()  # the limits may have changed since the child weighed it
         if len(data) > limit:
@@ -267,12 +266,6 @@ class Inputs:
             import traceback
 
             self._logger.error(f"{topic.what}: internal error: {traceback.format_exc()}")
-
-    def _warn(self, index: int, text: str) -> None:
-        now = time.monotonic()
-        if now - self._last_warning.get(index, -math.inf) >= WARN_EVERY_S:
-            self._last_warning[index] = now
-            self._logger.warning(text)
 
 
 def _read_exactly(stream, size: int) -> bytes | None:
@@ -298,6 +291,12 @@ def _data_bytes() -> int:
     return 0
 
 
+def largest_message(budget: int) -> int:
+    """Bytes of the largest message the topic process can hold when ``budget`` is its
+    largest topic budget (about: COPIES copies of it and MEMORY_SLACK fit)."""
+    return budget + MEMORY_SLACK // COPIES
+
+
 class _Memory:
     """The child's memory limit and its check (see COPIES, MEMORY_SLACK)."""
 
@@ -308,9 +307,9 @@ class _Memory:
         """Sets the limit; returns the largest message that fits (bytes, about)."""
         import resource
 
-        room = COPIES * max(t["budget"][0] for t in topics) + MEMORY_SLACK
+        largest = largest_message(max(t["budget"][0] for t in topics))
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-        soft = self.base + room
+        soft = self.base + COPIES * largest
         if hard != resource.RLIM_INFINITY:
             soft = min(soft, hard)
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
@@ -345,7 +344,7 @@ def child(pipe: int) -> None:
     logger = rclpy.logging.get_logger(setup["logger"])
     out = os.fdopen(pipe, "wb", buffering=0)
     topics = setup["topics"]
-    last_warning = [-math.inf] * len(topics)
+    warn = Warnings(logger)
     subscriptions: dict[int, object] = {}
 
     def subscribe(i: int):
@@ -368,10 +367,7 @@ def child(pipe: int) -> None:
         def on_raw(raw: bytes) -> None:
             limit, reason = topics[i]["budget"]
             if len(raw) > limit:
-                now = time.monotonic()
-                if now - last_warning[i] >= WARN_EVERY_S:
-                    last_warning[i] = now
-                    logger.warning(too_large(spec["what"], len(raw), limit, reason))
+                warn(i, too_large(spec["what"], len(raw), limit, reason))
                 return
             try:
                 out.write(FRAME.pack(i, len(raw)))

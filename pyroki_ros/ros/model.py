@@ -90,11 +90,11 @@ _NO_WRITES_S = 1e9  # a compile-time threshold no compile reaches
 def release_freed_memory() -> None:
     """Hands freed memory back to the operating system (glibc's ``malloc_trim``; a no-op
     where there is none). XLA's compiles allocate and free hundreds of MB, which glibc keeps
-    for reuse: measured (``bench/hostile_input.py --cases report,retarget --repeats 0``,
-    2026-11-28, this 2-core VM), the warmed-up node held 1,422 MiB without and 965 MiB with a
-    trim every 2 s, and that run's peak was 1,609 vs 1,502 MiB. Called after a model load,
-    its background warm-up and each background compile, never on the request path (it walks
-    the heap)."""
+    for reuse. Measured (``bench/hostile_input.py``, docs/benchmarks/hostile_input.md as
+    committed in cb02262, without, and c98bfab, with these calls; 2026-11-28, this 2-core VM):
+    the warmed-up node (row "idle") 1,439 -> 973 MiB, the run's peak 1,696 -> 1,509 MiB.
+    Called after a model load, its background warm-up and each background compile, never
+    on the request path (it walks the heap)."""
     import ctypes
 
     try:

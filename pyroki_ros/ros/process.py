@@ -23,11 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
 # Linux: domain ids 0..101 map to ports below the ephemeral range (and 215..232).
 DOMAIN_IDS = range(1, 102)
+POLL_CALL_S = 10.0  # s: one call of RosSession.poll
 
 
 class DomainReservation:
@@ -230,6 +232,32 @@ class RosSession:
                 client.remove_pending_request(future)
                 raise TimeoutError(f"no answer from {client.srv_name} within {timeout:.0f} s")
         return future.result()
+
+    def poll(
+        self,
+        client,
+        request,
+        ready: Callable,
+        timeout: float,
+        node: NodeProcess | None = None,
+        interval: float = 0.2,
+    ):
+        """Calls an idempotent service until ``ready(response)``; returns that response, or
+        the last one (``ready`` False) after ``timeout`` s. Each call waits at most
+        :data:`POLL_CALL_S`: rmw_fastrtps drops an answer to a client whose reader the
+        server has not discovered yet ("failed to send response (timeout)" in its log), so
+        the first calls after start-up can go unanswered while another is answered."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                response = self.call(client, request, timeout=POLL_CALL_S, node=node)
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            if ready(response) or time.monotonic() > deadline:
+                return response
+            time.sleep(interval)
 
     def close(self) -> None:
         try:
