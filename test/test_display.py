@@ -79,8 +79,9 @@ def test_robot_sphere_centres_follow_the_reference_fk():
 
 
 def test_robot_boxes_follow_the_reference_fk():
-    """The fine Panda set's boxes (fingers, hand): drawn as boxes of their full size at their
-    link's reference-FK pose composed with the box's pose in the link."""
+    """The fine Panda set's boxes (the fingers', and the hand's hull's bounding box): drawn as
+    boxes of their full size at their link's reference-FK pose composed with the box's pose
+    in the link."""
     robot = Robot.from_urdf(urdf_path("panda"))
     spheres = RobotSpheres.embedded("panda", robot, fine=True)
     q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4, 0.02])
@@ -88,7 +89,7 @@ def test_robot_boxes_follow_the_reference_fk():
 
     poses = np.asarray(forward_kinematics(robot, q).wxyz_xyz, np.float64)
     shapes = display.robot_boxes(spheres, poses, display.ROBOT_COLOR)
-    assert len(shapes) == spheres.n_boxes == 12
+    assert len(shapes) == spheres.n_boxes == 9
     frames = reference_fk(urdf_path("panda").read_text(), q, robot.joint_names)
     local = np.asarray(spheres.box_poses, np.float64)
     halves = np.asarray(spheres.box_half_extents, np.float64)

@@ -310,31 +310,6 @@ def test_contact_rules_and_names_cover_boxes(panda):
     assert float(jnp.min(vector)) == pytest.approx(-0.002, abs=3e-4)
 
 
-def test_points_covered_by_slab_boxes():
-    """fitting.cover_points_with_boxes: every point inside a box (plus the padding), at most
-    one box per slab, and an L-shaped cloud covered more tightly by slabs than by one box."""
-    from pyroki_ros.collision import fitting
-
-    rng = np.random.default_rng(3)
-    arm = rng.uniform([0, 0, 0], [0.2, 0.02, 0.02], (3000, 3))  # long along x
-    foot = rng.uniform([0.18, 0, 0], [0.2, 0.1, 0.02], (1000, 3))  # a foot at its end
-    points = np.concatenate([arm, foot])
-    for slabs in (1, 4):
-        rows = fitting.cover_points_with_boxes(points, slabs, padding=1e-3)
-        assert 1 <= len(rows) <= slabs
-        np.testing.assert_array_equal(rows[:, :4], np.tile([1.0, 0, 0, 0], (len(rows), 1)))
-        outside = np.min(
-            [np.max(np.abs(points - r[4:7]) - r[7:], axis=1) for r in rows], axis=0
-        )  # <= 0: inside some box
-        assert outside.max() <= -1e-3 + 1e-12
-        volume = np.sum(np.prod(2 * rows[:, 7:], axis=1))
-        if slabs == 1:
-            single = volume
-    assert volume < 0.5 * single
-    with pytest.raises(ValueError):
-        fitting.cover_points_with_boxes(points, 0)
-
-
 def test_bad_boxes_are_refused_by_name(panda):
     """with_boxes: an unknown link, a row that is not 10 numbers, a non-finite value, a zero
     quaternion or a half size <= 0 is a ValueError naming the link; a good row is kept with
@@ -426,6 +401,10 @@ def test_planner_search_finds_the_dense_nearest_among_padding(panda):
         for a in col.box_obstacle_terms(centers, axes, spheres.box_half_extents, world)
     )
     dense = np.where(checked[spheres.n_spheres :], dense, np.inf)  # (B, X, O)
+    # The boxes (the hand's hull row has its own test: test_robot_hulls.py).
+    plain = spheres.n_boxes - spheres.n_hulls
+    d, normal, witness = d[:, :plain], normal[:, :plain], witness[:, :plain]
+    dense, normals, witnesses = dense[:, :plain], normals[:, :plain], witnesses[:, :plain]
     np.testing.assert_allclose(d, dense.min(-1), atol=1e-6)
     assert (d < 0.1).mean() > 0.2  # obstacles near the hand: the comparison means something
     order = np.sort(dense, -1)

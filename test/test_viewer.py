@@ -231,12 +231,12 @@ def test_meshes_only_when_every_mesh_resolves(tmp_path):
 
 
 def test_the_fine_sets_boxes_move_with_the_robot(robot):
-    """A viewer of the fine Panda set draws its 12 boxes (fingers, hand) and poses them at the
-    reference FK of each configuration shown."""
+    """A viewer of the fine Panda set draws its 9 boxes (fingers; the hand hull's bounding
+    box) and poses them at the reference FK of each configuration shown."""
     fine = RobotSpheres.embedded("panda", robot, fine=True)
     view = Viewer(robot, fine, port=free_port())
     try:
-        assert len(view.robot_boxes) == fine.n_boxes == 12
+        assert len(view.robot_boxes) == fine.n_boxes == 9
         local = np.asarray(fine.box_poses, np.float64)
         for q in (START, GOAL):
             view.show_configuration(q)

@@ -24,7 +24,7 @@ vertices and surface samples exactly plus 1 mm; fewer spheres when the overshoot
 already <= ``TOLERANCE`` (a target, not a guarantee: :func:`~pyroki_ros.collision.fitting.mesh_overshoot`
 measures a fit's bound; this tool does not print it). Primitive collision geometry is covered exactly by :func:`pyroki_ros.collision.cover_box`
 and friends, except the boxes of ``BOX_LINKS`` (the Panda's fingers), which stay boxes; the
-meshes of ``MESH_BOX_LINKS`` (the Panda's hand) are covered by a few boxes instead of spheres. Link names
+meshes of ``HULL_LINKS`` (the Panda's hand) are kept as their convex hulls instead. Link names
 and frames of the original and the mesh-free URDF are the same (checked).
 
 Links in ``COARSE_LINKS`` keep the default set's spheres (see there). The tight spheres are
@@ -58,6 +58,7 @@ import sys
 
 import jax
 import numpy as np
+import trimesh
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -96,14 +97,17 @@ COARSE_LINKS = {"panda": tuple(f"panda_link{i}" for i in range(5)), "ur5": ()}
 # of MotionBenchMaker grasps (docs/benchmarks/mbm_exact_links.md: goals clear on the
 # tuning and evaluation sets 125 -> 131 of 140 by the real finger boxes).
 BOX_LINKS = {"panda": ("panda_leftfinger", "panda_rightfinger"), "ur5": ()}
-# Links whose collision mesh is covered by boxes instead of spheres (link -> slabs:
-# fitting.cover_points_with_boxes on SURFACE_SAMPLES samples and the vertices, MESH_PADDING):
-# the Panda's hand, flat where it meets the objects it grasps near. Chosen on the tuning set
-# (bench/mbm_benchmark.py --problems test/data/mbm/generated_seed1.yaml --fine-spheres): 4
-# slabs plan 68 of 70 (docs/benchmarks/mbm_fine_tuning.md), the hand's 24 spheres 65 (the same
-# file at commit 8fc5257); more boxes were slower and no better (probe files, in the
-# 2026-11-27 notes on issue 16). Own goals clear: docs/benchmarks/mbm_goal_clearance_boxes.md.
-MESH_BOX_LINKS = {"panda": {"panda_hand": 4}, "ur5": {}}
+# Links checked as the convex hull of their collision mesh (RobotSpheres.with_boxes' hulls:
+# its vertices, by collision.boxes' conservative distance) instead of spheres: the Panda's
+# hand, which passes 0.3-1.5 mm from the objects of some MotionBenchMaker grasps. Its
+# spheres, and then 4 boxes around it (4 slabs of fitting.cover_points_with_boxes, the file
+# at commit 7733759), reached 1.6-5.8 mm past the mesh there: table_pick/5 of the tuning set
+# and table_pick/9 of the second set failed with every goal configuration in collision; as
+# a hull both plan (docs/benchmarks/mbm_fine_tuning.md, mbm_fine_seed2.md). The forearm
+# (panda_link5) keeps its spheres: as a hull it lost 5 of 70 on the tuning set (its contacts
+# with the cage's wall edges need edge directions the hull's candidates do not try; probe
+# run, in the 2026-11-28 note on issue 16).
+HULL_LINKS = {"panda": ("panda_hand",), "ur5": ()}
 # Extra self-collision clearance per link (RobotSpheres.create's self_buffer), m: the Panda's
 # base and shoulder links kept 5 cm further from the rest of the arm, the convention of
 # robometrics' and cuRobo's Franka files that MotionBenchMaker plans are judged by. On 100,000
@@ -125,7 +129,7 @@ def link_pair_collision_fraction(
     """Fraction of configurations ``q`` (n, n_joints) in which each checked link pair comes
     closer than ``closer_than`` (m; 0: overlaps)."""
     centers = collision.sphere_centers(robot, spheres, q)
-    d = np.asarray(collision.self_distances(centers, spheres.radii, spheres))  # (n, P)
+    d = np.asarray(collision.self_distances(centers, spheres))  # (n, P)
     pairs = np.asarray(spheres.self_pairs)
     out: dict[tuple[str, str], np.ndarray] = {}
     for p, (i, j) in enumerate(pairs):
@@ -163,9 +167,9 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         f"# example-robot-data {ERD_VERSION}, {source}",
         "# (see LICENSE-example-robot-data.txt). Per link: [x, y, z, radius] in the link frame, m.",
         "# spheres: checked against obstacles; boxes ([qw, qx, qy, qz, x, y, z, hx, hy, hz] in",
-        "# the link frame: URDF <box> elements kept as boxes, BOX_LINKS, and boxes around a",
-        "# mesh, MESH_BOX_LINKS) too, by a conservative box distance; self_spheres: checked",
-        "# for self-collision (the",
+        "# the link frame: URDF <box> elements kept as boxes, BOX_LINKS) and hulls ([x, y, z]",
+        "# in the link frame: the vertices of a collision mesh's convex hull, HULL_LINKS) too,",
+        "# by a conservative distance; self_spheres: checked for self-collision (the",
         f"# default set, {name}_spheres.yaml); ignore: link pairs left out of self-collision",
         "# checking (rule in the tool's docstring); self_buffer: extra self-collision clearance",
         "# per link, m (SELF_BUFFER in the tool).",
@@ -186,6 +190,13 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         for n, (link, rows) in enumerate(boxes.items()):
             body = ", ".join("[" + ", ".join(f"{v:.6g}" for v in row) + "]" for row in rows)
             lines.append(f'    "{link}": [{body}]' + ("," if n + 1 < len(boxes) else ""))
+        lines.append("  },")
+    hulls = spheres.hulls_config()
+    if hulls:
+        lines.append('  "hulls": {')
+        for n, (link, rows) in enumerate(hulls.items()):
+            body = ", ".join("[" + ", ".join(f"{v:.6g}" for v in row) + "]" for row in rows)
+            lines.append(f'    "{link}": [{body}]' + ("," if n + 1 < len(hulls) else ""))
         lines.append("  },")
     if spheres.self_buffer:
         body = ", ".join(f'"{link}": {value:g}' for link, value in spheres.self_buffer)
@@ -237,15 +248,14 @@ def main() -> None:
         rule = default_ignore(robot, collision.RobotSpheres.from_config(robot, coarse.to_config()))
         if [tuple(p) for p in rule] != ignore:
             print(f"{name}: the rule now gives {rule}, the default set lists {ignore}")
-        boxes = spheres.boxes_config()
-        for link, slabs in MESH_BOX_LINKS[name].items():
-            points = fitting.collision_mesh_points(source, link, [args.share], SURFACE_SAMPLES)
-            rows = fitting.cover_points_with_boxes(points, slabs, MESH_PADDING)
-            boxes[link] = rows.tolist()
+        hulls = {}
+        for link in HULL_LINKS[name]:
+            points = fitting.collision_mesh_points(source, link, [args.share], 0)
+            hulls[link] = np.round(trimesh.convex.convex_hull(points).vertices, 6).tolist()
             tight.pop(link)
         final = collision.RobotSpheres.from_config(
             robot, tight, ignore, coarse.to_config(), SELF_BUFFER[name]
-        ).with_boxes(robot, boxes)
+        ).with_boxes(robot, spheres.boxes_config(), hulls)
         out = REPO / "pyroki_ros" / "robots" / f"{name}_spheres_fine.yaml"
         write_yaml(out, name, rel.removeprefix("example-robot-data/"), final, ignore)
         print(

@@ -1,5 +1,6 @@
-"""Boxes fixed to robot links (exact link geometry, such as the Panda's finger boxes) against
-obstacles.
+"""Boxes fixed to robot links (exact link geometry, such as the Panda's finger boxes), and
+convex hulls (a link's convex collision mesh, such as the Panda's hand, measured with its
+bounding box: see HULL_ROUNDS), against obstacles.
 
 Spheres that contain a box reach past its faces, so a grasp whose real fingers pass a
 millimetre from an object reads as a collision (docs/benchmarks/mbm_exact_links.md). A box
@@ -189,13 +190,105 @@ def _box_capsule(a0, s, h, radius, with_axes):
     return out
 
 
-def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
+# A hull (the convex hull of a link's collision mesh, vertices in its bounding box's frame)
+# keeps its bounding box's candidates (a box that contains it is never nearer an obstacle)
+# and adds its own gaps: along the obstacle's own axes (a wall's normal, a cylinder's axis
+# and the radial direction to the hull) and along HULL_ROUNDS directions, each from the
+# hull's point furthest along the best axis so far to the obstacle's point nearest it (the
+# nearest points of two convex shapes, approached from the best axis). Every gap is the
+# exact separation of the hull's and the obstacle's projections, so the largest is still
+# a conservative distance; exact when a wall's face, or a direction between nearest points,
+# is the separating one.
+HULL_ROUNDS = 1
+# Obstacles per hull and configuration measured as the hull in the planner's search
+# (nearest_box_obstacle_t): the nearest by the hull's bounding box.
+NEAREST_HULL = 2
+
+
+def _vertex_dots(hull, a):
+    """a . v for every vertex v of the hull (its last axis): a's components broadcast."""
+    return a[0][..., None] * hull[0] + a[1][..., None] * hull[1] + a[2][..., None] * hull[2]
+
+
+def _support(hull, a):
+    """The hull's reach along local a: the largest a . v over its vertices."""
+    return jnp.max(_vertex_dots(hull, a), -1)
+
+
+def _support_point(hull, a):
+    """The hull's vertex furthest along local a (components)."""
+    dots = _vertex_dots(hull, a)
+    i = jnp.argmax(dots, -1)[..., None]
+    return tuple(jnp.take_along_axis(jnp.broadcast_to(v, dots.shape), i, -1)[..., 0] for v in hull)
+
+
+def _hull_gap(hull, t, reach_o, a):
+    """The gap between the hull and an obstacle (centre t, half-width ``reach_o(a)``) along
+    the unit local axis a."""
+    along = _dot(a, t)
+    sign = jnp.where(along >= 0, 1.0, -1.0)
+    return jnp.abs(along) - reach_o(a) - _support(hull, tuple(sign * x for x in a))
+
+
+def _hull_candidates(hull, t, reach_o, nearest_o, axes):
+    """(gap, unit local axis) of the hull along each of ``axes`` (unit, local), then along
+    HULL_ROUNDS directions between nearest points; ``nearest_o(x)``: the obstacle's point
+    nearest the local point x."""
+    out = [(_hull_gap(hull, t, reach_o, a), a) for a in axes]
+    d, axis = out[0]
+    for gap, a in out[1:]:
+        better = gap > d
+        axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
+        d = jnp.maximum(d, gap)
+    for _ in range(HULL_ROUNDS):
+        sign = jnp.where(_dot(axis, t) >= 0, 1.0, -1.0)
+        p = _support_point(hull, tuple(sign * x for x in axis))
+        w = tuple(o - x for o, x in zip(nearest_o(p), p))
+        length = _norm(w)
+        a = _unit(w, length)  # void (gap -FAR) where p is inside the obstacle
+        gap = jnp.where(length > _EPS, _hull_gap(hull, t, reach_o, a), -FAR)
+        better = gap > d
+        axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
+        d = jnp.maximum(d, gap)
+        out.append((gap, a))
+    return out
+
+
+def _sphere_point(x, t, radius):
+    """The point of a solid sphere (centre t, radius; local) nearest x."""
+    w = tuple(p - y for p, y in zip(x, t))
+    length = _norm(w)
+    scale = jnp.minimum(length, radius)
+    return tuple(y + scale * e for y, e in zip(t, _unit(w, length)))
+
+
+def _box_point(x, t, v, h2):
+    """The point of a solid box (centre t, axes v, half sizes h2; local) nearest x."""
+    rel = tuple(a - b for a, b in zip(x, t))
+    inside = [jnp.clip(_dot(rel, v[j]), -h2[j], h2[j]) for j in range(3)]
+    return tuple(t[k] + sum(inside[j] * v[j][k] for j in range(3)) for k in range(3))
+
+
+def _segment_point(x, a0, s, radius):
+    """The point of a capsule (segment from a0 along s, radius; local) nearest x."""
+    f = jnp.clip(_dot(tuple(p - q for p, q in zip(x, a0)), s) / jnp.maximum(_dot(s, s), _EPS), 0, 1)
+    q = tuple(a + f * b for a, b in zip(a0, s))
+    w = tuple(p - y for p, y in zip(x, q))
+    length = _norm(w)
+    scale = jnp.minimum(length, radius)
+    return tuple(y + scale * e for y, e in zip(q, _unit(w, length)))
+
+
+def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None):
     """Per obstacle kind present: distance, and with axes the normal and witness (root
     frame), of every robot box and obstacle pair. Robot quantities (centre c, axes u, half
     sizes h) are component arrays with a size-1 obstacle axis; ``along`` puts an (O,)
     obstacle array on that axis. ``counts``: the kinds to take (default ``world.counts``);
     a kind's arrays may also come laid out on the robot's axes already, (X, 1, B, ...): one
-    obstacle per box and configuration (``World.take``), with ``along`` the identity."""
+    obstacle per box and configuration (``World.take``), with ``along`` the identity.
+    ``hull``: the boxes are hulls' bounding boxes, these their vertices (three (X, 1, 1, V)
+    local component arrays): the hull's candidates join the box's, and the witness is the
+    hull's vertex furthest towards the obstacle."""
     ns, nc, nb, nh, ny = world.counts if counts is None else counts
     parts = []
 
@@ -217,18 +310,22 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
             return (d,)
         sign = jnp.where(_dot(axis, t) >= 0, 1.0, -1.0)
         towards = tuple(sign * x for x in axis)
-        corner = tuple(jnp.where(x >= 0, e, -e) for x, e in zip(towards, h))
+        if hull is None:
+            corner = tuple(jnp.where(x >= 0, e, -e) for x, e in zip(towards, h))
+        else:
+            corner = _support_point(hull, towards)
         witness = tuple(a + b for a, b in zip(c, _root(u, corner)))
         return d, tuple(-x for x in _root(u, towards)), witness
 
-    if ns:  # exact: the sphere centre's distance to the box
+    if ns:  # exact for a box: the sphere centre's distance to it
         p = point(world.sphere_centers)
+        radius = along(world.sphere_radii)
         nearest = tuple(jnp.clip(x, -e, e) for x, e in zip(p, h))
         excess = tuple(jnp.abs(x) - e for x, e in zip(p, h))
         outside = _norm(tuple(jnp.maximum(e, 0.0) for e in excess))
         deepest = jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2])
-        d = outside + jnp.minimum(deepest, 0.0) - along(world.sphere_radii)
-        if with_axes:
+        d = outside + jnp.minimum(deepest, 0.0) - radius
+        if with_axes or hull is not None:
             # Outside: from the sphere to the box's nearest point; inside: out through the
             # nearest face.
             first = (excess[0] >= excess[1]) & (excess[0] >= excess[2])
@@ -237,6 +334,13 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
             away = _unit(tuple(n - x for n, x in zip(nearest, p)), outside)
             inward = tuple(jnp.where(f, -jnp.sign(x), 0.0) for f, x in zip(face, p))
             local = tuple(jnp.where(outside > 0, a, b) for a, b in zip(away, inward))
+        if hull is not None:  # the bounding box's answer, then the hull's towards the centre
+            candidates = [(d, local)] + _hull_candidates(
+                hull, p, lambda a: radius, lambda x: _sphere_point(x, p, radius),
+                [_unit(p, _norm(p))],
+            )  # fmt: skip
+            parts.append(best(candidates, p))
+        elif with_axes:
             witness = tuple(a + b for a, b in zip(c, _root(u, nearest)))
             parts.append((d, _root(u, local), witness))
         else:
@@ -246,19 +350,38 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
         s = _local(u, vector(world.capsule_b - world.capsule_a))
         radius = along(world.capsule_radii)
         middle = tuple(a + 0.5 * b for a, b in zip(a0, s))
-        parts.append(best(_box_capsule(a0, s, h, radius, with_axes), middle))
+        candidates = _box_capsule(a0, s, h, radius, with_axes)
+        if hull is not None:
+            f = jnp.clip(-_dot(a0, s) / jnp.maximum(_dot(s, s), _EPS), 0.0, 1.0)
+            x = tuple(a + f * b for a, b in zip(a0, s))  # nearest the hull's centre
+            candidates += _hull_candidates(
+                hull, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
+                lambda p: _segment_point(p, a0, s, radius), [_unit(x, _norm(x))],
+            )  # fmt: skip
+        parts.append(best(candidates, middle))
     if nb:
         t = point(world.box_poses[..., 4:])
         axes = pose_rotations(world.box_poses)
         v = tuple(_local(u, vector(axes[..., :, j])) for j in range(3))
         h2 = tuple(along(world.box_half_extents[..., j]) for j in range(3))
-        parts.append(best(_box_box(t, v, h, h2, with_axes), t))
+        candidates = _box_box(t, v, h, h2, with_axes)
+        if hull is not None:
+            candidates += _hull_candidates(
+                hull, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
+                lambda p: _box_point(p, t, v, h2), list(v),
+            )  # fmt: skip
+        parts.append(best(candidates, t))
     if nh:  # exact: the corner deepest against the normal
         n = vector(world.halfspace_normals)
         local = _local(u, n)
-        d = _dot(n, c) + along(world.halfspace_offsets) - _reach(h, local)
+        inward = tuple(-x for x in local)
+        reach = _reach(h, local) if hull is None else _support(hull, inward)
+        d = _dot(n, c) + along(world.halfspace_offsets) - reach
         if with_axes:
-            corner = tuple(jnp.where(x >= 0, -e, e) for x, e in zip(local, h))
+            if hull is None:
+                corner = tuple(jnp.where(x >= 0, -e, e) for x, e in zip(local, h))
+            else:
+                corner = _support_point(hull, inward)
             witness = tuple(a + b for a, b in zip(c, _root(u, corner)))
             parts.append((d, tuple(jnp.broadcast_to(x, d.shape) for x in n), witness))
         else:
@@ -267,8 +390,63 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None):
         t = point(world.cylinder_poses[..., 4:])
         z = _local(u, vector(pose_rotations(world.cylinder_poses)[..., :, 2]))
         radius, height = along(world.cylinder_radii), along(world.cylinder_half_heights)
-        parts.append(best(_box_cylinder(t, z, h, radius, height, with_axes), t))
+        candidates = _box_cylinder(t, z, h, radius, height, with_axes)
+        if hull is not None:
+
+            def reach_o(a):
+                cos = _dot(a, z)
+                return height * jnp.abs(cos) + radius * jnp.sqrt(jnp.maximum(1.0 - cos * cos, 0.0))
+
+            across = tuple(a - _dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
+            candidates += _hull_candidates(
+                hull, t, reach_o, lambda p: _cylinder_point(p, t, z, radius, height),
+                [z, _unit(across, _norm(across))],
+            )  # fmt: skip
+        parts.append(best(candidates, t))
     return parts
+
+
+def _grouped_pairs(c, u, h, vertices, world, along, with_axes: bool, counts=None):
+    """:func:`_pairs` of plain boxes and of hulls (the last H rows, ``vertices`` (H, V, 3)
+    or None), rows joined again. ``world``: a World, or a function of a row slice giving
+    the obstacles laid out for those rows."""
+    x = h[0].shape[0]
+    cut = x - (0 if vertices is None else vertices.shape[0])
+    groups = []
+    for rows, hull in ((slice(0, cut), None), (slice(cut, x), vertices)):
+        if rows.stop == rows.start:
+            continue
+        if hull is not None:
+            hull = tuple(hull[:, None, None, :, k].astype(c[0].dtype) for k in range(3))
+        groups.append(
+            _pairs(
+                tuple(a[rows] for a in c),
+                tuple(tuple(a[rows] for a in axis) for axis in u),
+                tuple(a[rows] for a in h),
+                world(rows) if callable(world) else world,
+                along,
+                with_axes,
+                counts,
+                hull,
+            )
+        )
+    if len(groups) == 1:
+        return groups[0]
+
+    def join(arrays):  # along the rows, each broadcast to its full shape first
+        full = jnp.broadcast_shapes(*(a.shape[1:] for a in arrays))
+        return jnp.concatenate([jnp.broadcast_to(a, (a.shape[0], *full)) for a in arrays], 0)
+
+    out = []
+    for kind in zip(*groups):
+        d = join([g[0] for g in kind])
+        if len(kind[0]) == 1:
+            out.append((d,))
+        else:
+            out.append(
+                (d, *(tuple(join([g[i][k] for g in kind]) for k in range(3)) for i in (1, 2)))
+            )
+    return out
 
 
 def _components(centers: jax.Array, axes: jax.Array, half: jax.Array):
@@ -285,7 +463,11 @@ def _on_axis_1(a: jax.Array) -> jax.Array:
 
 
 def box_obstacle_terms(
-    centers: jax.Array, axes: jax.Array, half_extents: jax.Array, world: World
+    centers: jax.Array,
+    axes: jax.Array,
+    half_extents: jax.Array,
+    world: World,
+    hull_vertices: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per robot box and obstacle: the conservative signed distance (*batch, X, O), m, its
     unit normal (*batch, X, O, 3) and the box's witness point (*batch, X, O, 3): the distance
@@ -296,11 +478,13 @@ def box_obstacle_terms(
         axes: (*batch, X, 3, 3) box axes as columns, in the root frame.
         half_extents: (X, 3) half sizes along them.
         world: the obstacles (any kind; padding dummies come out ~FAR away).
+        hull_vertices: (H, V, 3): the last H boxes are hulls' bounding boxes, these the
+            hulls' vertices in their frames (:attr:`RobotSpheres.hull_vertices`).
     """
     batch = centers.shape[:-2]
     flat_c, flat_u = centers.reshape(-1, *centers.shape[-2:]), axes.reshape(-1, *axes.shape[-3:])
     c, u, h = _components(flat_c, flat_u, half_extents)
-    parts = _pairs(c, u, h, world, _on_axis_1, True)
+    parts = _grouped_pairs(c, u, h, hull_vertices, world, _on_axis_1, True)
     x_count = centers.shape[-2]
     if not parts:
         shape = (*batch, x_count, 0)
@@ -368,7 +552,9 @@ def robot_box_distances(
     inf where False."""
     checked = None if world_checked is None else world_checked[spheres.n_spheres :]
     centers, axes = box_frames_at(robot, spheres, q)
-    return box_distances(centers, axes, spheres.box_half_extents, world, checked)
+    return box_distances(
+        centers, axes, spheres.box_half_extents, world, checked, spheres.hull_vertices
+    )
 
 
 def box_distances(
@@ -377,13 +563,15 @@ def box_distances(
     half_extents: jax.Array,
     world: World,
     checked: jax.Array | None = None,
+    hull_vertices: jax.Array | None = None,
 ) -> jax.Array:
-    """Conservative signed distances (*batch, X, O), m, of robot boxes to every obstacle
-    (:func:`box_obstacle_terms`); inf where ``checked`` (X, O) is False."""
+    """Conservative signed distances (*batch, X, O), m, of robot boxes (and hulls:
+    ``hull_vertices``) to every obstacle (:func:`box_obstacle_terms`); inf where
+    ``checked`` (X, O) is False."""
     batch, x_count = centers.shape[:-2], centers.shape[-2]
     flat_c, flat_u = centers.reshape(-1, *centers.shape[-2:]), axes.reshape(-1, *axes.shape[-3:])
     c, u, h = _components(flat_c, flat_u, half_extents)
-    parts = _pairs(c, u, h, world, _on_axis_1, False)
+    parts = _grouped_pairs(c, u, h, hull_vertices, world, _on_axis_1, False)
     if not parts:
         return jnp.zeros((*batch, x_count, 0), centers.dtype)
     d = jnp.concatenate(
@@ -393,17 +581,25 @@ def box_distances(
     return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 
-def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array):
+def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_vertices=None):
     """The planner's form of the nearest obstacle per robot box: box centres ``c`` (three
-    (X, B)) and axes ``u`` (u[i]: three (X, B)), half sizes (X, 3), ``checked`` (X, O);
-    returns the distance (X, B), normal and witness (three (X, B) each). As
+    (X, B)) and axes ``u`` (u[i]: three (X, B)), half sizes (X, 3), ``checked`` (X, O),
+    ``hull_vertices`` (H, V, 3) of the last H boxes (hulls, or None); returns the distance
+    (X, B), normal and witness (three (X, B) each). As
     :func:`~pyroki_ros.collision.distance.nearest_obstacle_t` does for points: distances
     alone, one obstacle after the other over those the scene has (not the padding), then
-    the normal and witness of the nearest alone."""
+    the normal and witness of the nearest alone. A hull is a hundred vertices: it is
+    measured as such against its :data:`NEAREST_HULL` nearest obstacles by its bounding box
+    only, the others' bounding-box distance (never more than the hull's) bounding the rest."""
     c = tuple(x[:, None, :] for x in c)
     u = tuple(tuple(x[:, None, :] for x in axis) for axis in u)
     h = tuple(jnp.asarray(half[:, k], c[0].dtype)[:, None, None] for k in range(3))
     shape = (c[0].shape[0], c[0].shape[2])
+    cut = shape[0] - (0 if hull_vertices is None else hull_vertices.shape[0])
+    hull = None
+    if cut < shape[0]:
+        hull = tuple(hull_vertices[:, None, None, :, k].astype(c[0].dtype) for k in range(3))
+    slots = 1 if hull is None else NEAREST_HULL
     best = None
     offset = 0
     for kind, (count, live) in enumerate(zip(world.counts, world.live_counts())):
@@ -412,26 +608,75 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array):
         only = tuple(int(i == kind) for i in range(len(world.counts)))
 
         def visit(o, nearest, kind=kind, only=only, offset=offset):
+            """Keeps the NEAREST_HULL nearest obstacles (distance, index) in order and the
+            distance of the next."""
             (d,) = _pairs(c, u, h, world.take(kind, o[None]), _on_axis_1, False, only)[0]
             d = jnp.where(jax.lax.dynamic_index_in_dim(checked, offset + o, 1), d[:, 0], FAR)
-            closer = d < nearest[0]
-            return jnp.where(closer, d, nearest[0]), jnp.where(closer, o, nearest[1])
+            out = []
+            for k in range(slots):
+                dk, ik = nearest[2 * k], nearest[2 * k + 1]
+                closer = d < dk
+                out += [jnp.where(closer, d, dk), jnp.where(closer, o, ik)]
+                d, o = jnp.where(closer, dk, d), jnp.where(closer, ik, o)  # moves down
+            return (*out, jnp.minimum(d, nearest[-1])) if hull is not None else tuple(out)
 
-        start = (jnp.full(shape, FAR, c[0].dtype), jnp.zeros(shape, jnp.int32))
-        d, index = jax.lax.fori_loop(0, live, visit, start)
+        far, zero = jnp.full(shape, FAR, c[0].dtype), jnp.zeros(shape, jnp.int32)
+        start = (far, zero) * slots + ((far,) if hull is not None else ())
+        found = jax.lax.fori_loop(0, live, visit, start)
         offset += count
-        # The nearest obstacle laid out per box and configuration (X, 1, B, ...).
-        nearest = world.take(kind, index[:, None, :])
-        _, normal, witness = _pairs(c, u, h, nearest, lambda a: a, True, only)[0]
-        normal, witness = (tuple(jnp.broadcast_to(x, d[:, None].shape)[:, 0] for x in v)
-                           for v in (normal, witness))  # fmt: skip
-        if best is None:
-            best = (d, normal, witness)
+
+        def terms(rows, index, hull_part=None, kind=kind, only=only):
+            """Distance, normal and witness (X', B) of boxes ``rows`` to the obstacle of
+            ``index`` (X, B) each."""
+            parts = _pairs(
+                tuple(a[rows] for a in c),
+                tuple(tuple(a[rows] for a in axis) for axis in u),
+                tuple(a[rows] for a in h),
+                world.take(kind, index[rows, None, :]),
+                lambda a: a,
+                True,
+                only,
+                hull_part,
+            )[0]
+            full = (rows.stop - rows.start, 1, shape[1])
+            return (
+                jnp.broadcast_to(parts[0], full)[:, 0],
+                *(tuple(jnp.broadcast_to(x, full)[:, 0] for x in v) for v in parts[1:]),
+            )
+
+        d, index = found[0], found[1]
+        if hull is None:
+            kind_best = terms(slice(0, shape[0]), index)[1:]
+            kind_best = (d, *kind_best)
         else:
-            closer = d < best[0]
+            plain = terms(slice(0, cut), index)
+            rows = slice(cut, shape[0])
+            hulls = None
+            for k in range(NEAREST_HULL):
+                dk, hd, normal, witness = found[2 * k][rows], *terms(rows, found[2 * k + 1], hull)
+                hd = jnp.where(dk >= FAR, FAR, hd)
+                if hulls is None:
+                    hulls = (hd, normal, witness)
+                else:
+                    closer = hd < hulls[0]
+                    hulls = (
+                        jnp.where(closer, hd, hulls[0]),
+                        tuple(jnp.where(closer, x, y) for x, y in zip(normal, hulls[1])),
+                        tuple(jnp.where(closer, x, y) for x, y in zip(witness, hulls[2])),
+                    )
+            hull_d = jnp.minimum(hulls[0], found[-1][rows])
+            kind_best = (
+                jnp.concatenate([d[:cut], hull_d]),
+                tuple(jnp.concatenate([x, y]) for x, y in zip(plain[1], hulls[1])),
+                tuple(jnp.concatenate([x, y]) for x, y in zip(plain[2], hulls[2])),
+            )
+        if best is None:
+            best = kind_best
+        else:
+            closer = kind_best[0] < best[0]
             best = (
-                jnp.where(closer, d, best[0]),
-                tuple(jnp.where(closer, x, y) for x, y in zip(normal, best[1])),
-                tuple(jnp.where(closer, x, y) for x, y in zip(witness, best[2])),
+                jnp.where(closer, kind_best[0], best[0]),
+                tuple(jnp.where(closer, x, y) for x, y in zip(kind_best[1], best[1])),
+                tuple(jnp.where(closer, x, y) for x, y in zip(kind_best[2], best[2])),
             )
     return best

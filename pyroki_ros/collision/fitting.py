@@ -1,11 +1,9 @@
 """Spheres fitted to URDF collision geometry (boxes, cylinders, capsules, meshes): the cover_*
-functions and :func:`fit_mesh_spheres`, used by :meth:`RobotSpheres.from_urdf`, the
-point-cloud k-means fit :func:`fit_spheres`, and boxes around a mesh's points
-(:func:`cover_points_with_boxes`)."""
+functions and :func:`fit_mesh_spheres`, used by :meth:`RobotSpheres.from_urdf`, and the
+point-cloud k-means fit :func:`fit_spheres`."""
 
 from __future__ import annotations
 
-import itertools
 import math
 import pathlib
 import warnings
@@ -457,33 +455,6 @@ def collision_mesh_points(
         origin = _origin_matrix(element.find("origin"))
         out.append(mesh_surface_points(mesh, count) @ origin[:3, :3].T + origin[:3, 3])
     return np.concatenate(out)
-
-
-def cover_points_with_boxes(
-    points: np.ndarray, slabs: int, padding: float = 0.0, tolerance: float = 1e-4
-) -> np.ndarray:
-    """Boxes, axis-aligned in the points' frame, whose union contains ``points`` (P, 3): the
-    points' extent along its longest axis cut into ``slabs`` equal slabs, each covered by the
-    bounding box of the points in it (within ``tolerance`` of its ends), grown by
-    ``padding``. For the surface samples and vertices of a mesh that is flat where it faces
-    obstacles (the Panda's hand), a few such boxes reach less past its faces than spheres that
-    contain it. Returns (K, 10) rows ``[1, 0, 0, 0, x, y, z, hx, hy, hz]`` (the form of
-    :meth:`~pyroki_ros.collision.RobotSpheres.with_boxes`), K <= ``slabs`` (empty slabs
-    dropped)."""
-    points = np.asarray(points, np.float64).reshape(-1, 3)
-    if slabs < 1 or not len(points):
-        raise ValueError(f"need points and slabs >= 1, got {len(points)} points, {slabs} slabs")
-    low, high = points.min(0), points.max(0)
-    axis = int(np.argmax(high - low))
-    cuts = np.linspace(low[axis], high[axis], slabs + 1)
-    rows = []
-    for a, b in itertools.pairwise(cuts):
-        inside = points[(points[:, axis] >= a - tolerance) & (points[:, axis] <= b + tolerance)]
-        if not len(inside):
-            continue
-        lo, hi = inside.min(0) - padding, inside.max(0) + padding
-        rows.append([1.0, 0.0, 0.0, 0.0, *((lo + hi) / 2), *((hi - lo) / 2)])
-    return np.asarray(rows, np.float64).reshape(-1, 10)
 
 
 def covering_radii(

@@ -108,6 +108,11 @@ class RobotSpheres:
         box_poses: (X, 7) wxyz_xyz, each box's frame in its link's frame (unit quaternion).
         box_half_extents: (X, 3) half sizes, m, > 0.
         box_link_indices, box_link_names: (X,) static, each box's link.
+        hull_vertices: (H, V, 3) the vertices of the last H boxes' convex hulls, in their
+            box's frame (the box is the hull's bounding box): links whose real geometry is
+            a convex mesh (the Panda's hand and forearm), checked as that hull
+            (:mod:`pyroki_ros.collision.boxes`); a hull with fewer than V vertices repeats
+            its first.
 
     Boxes are exact link geometry (a URDF's ``<box>``, e.g. the Panda's fingers) checked
     against obstacles in place of spheres that would reach past their faces
@@ -128,6 +133,11 @@ class RobotSpheres:
     box_half_extents: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 3)))
     box_link_indices: tuple[int, ...] = _static(default=())
     box_link_names: tuple[str, ...] = _static(default=())
+    hull_vertices: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 1, 3)))
+
+    @property
+    def n_hulls(self) -> int:
+        return self.hull_vertices.shape[0]
 
     @property
     def n_spheres(self) -> int:
@@ -138,14 +148,21 @@ class RobotSpheres:
         return len(self.box_link_indices)
 
     def with_boxes(
-        self, robot: Robot, mapping: Mapping[str, Sequence[Sequence[float]]] | None
+        self,
+        robot: Robot,
+        mapping: Mapping[str, Sequence[Sequence[float]]] | None,
+        hulls: Mapping[str, Sequence[Sequence[float]]] | None = None,
     ) -> RobotSpheres:
         """These spheres and the boxes ``{link: [[qw, qx, qy, qz, x, y, z, hx, hy, hz],
-        ...]}`` (pose in the link frame, half sizes; m), checked against obstacles.
+        ...]}`` (pose in the link frame, half sizes; m), checked against obstacles, then
+        the convex hulls ``{link: [[x, y, z], ...]}`` (each the hull of these points, in the
+        link frame; m), each as a box row of its own (its bounding box) with
+        :attr:`hull_vertices`.
 
         Raises:
-            ValueError: an unknown link (named), an entry that is not 10 numbers, a
-                non-finite value, a half size <= 0 or a zero quaternion.
+            ValueError: an unknown link (named), an entry that is not 10 numbers (a box) or
+                3 (a hull vertex), a non-finite value, a half size <= 0, a zero quaternion
+                or a hull with no extent along some axis.
         """
         names, rows = [], []
         for link, values in (mapping or {}).items():
@@ -161,21 +178,48 @@ class RobotSpheres:
                     )
                 rows.append(np.concatenate([row[:4] / norm, row[4:]]))
                 names.append(str(link))
+        vertices = []
+        for link, points in (hulls or {}).items():
+            points = _link_rows(robot, link, points, "hulls", "[x, y, z]")
+            low, high = points.min(0, initial=np.inf), points.max(0, initial=-np.inf)
+            if not np.all(np.isfinite(points)) or not np.all(high - low > 0):
+                raise ValueError(f"link '{link}': a hull needs finite points spanning 3-D")
+            middle = (low + high) / 2
+            rows.append(np.concatenate([[1.0, 0.0, 0.0, 0.0], middle, (high - low) / 2]))
+            names.append(str(link))
+            vertices.append(points - middle)
         table = np.asarray(rows, np.float64).reshape(-1, 10)
+        count = max((len(v) for v in vertices), default=1)
+        padded = [np.concatenate([v, np.repeat(v[:1], count - len(v), 0)]) for v in vertices]
         return dataclasses.replace(
             self,
             box_poses=jnp.asarray(table[:, :7], robot.dtype),
             box_half_extents=jnp.asarray(table[:, 7:], robot.dtype),
             box_link_indices=tuple(robot.link_index(n) for n in names),
             box_link_names=tuple(names),
+            hull_vertices=jnp.asarray(np.asarray(padded).reshape(-1, count, 3), robot.dtype),
         )
 
     def boxes_config(self) -> dict[str, list[list[float]]]:
-        """The inverse of :meth:`with_boxes`: ``{link: [[qw, ..., hz], ...]}``."""
+        """The boxes of :meth:`with_boxes` (hulls' rows not included): ``{link: [[qw, ...,
+        hz], ...]}``."""
         out: dict[str, list[list[float]]] = {}
         table = np.concatenate([np.asarray(self.box_poses), np.asarray(self.box_half_extents)], 1)
-        for name, row in zip(self.box_link_names, table):
+        plain = self.n_boxes - self.n_hulls
+        for name, row in zip(self.box_link_names[:plain], table[:plain]):
             out.setdefault(name, []).append([float(v) for v in row])
+        return out
+
+    def hulls_config(self) -> dict[str, list[list[float]]]:
+        """The hulls of :meth:`with_boxes`: ``{link: [[x, y, z], ...]}`` (link frame)."""
+        out: dict[str, list[list[float]]] = {}
+        plain = self.n_boxes - self.n_hulls
+        middles = np.asarray(self.box_poses)[plain:, 4:]
+        for name, middle, points in zip(
+            self.box_link_names[plain:], middles, np.asarray(self.hull_vertices)
+        ):
+            unique = np.unique(points + middle, axis=0)
+            out[name] = [[float(v) for v in p] for p in unique]
         return out
 
     @property
@@ -290,7 +334,7 @@ class RobotSpheres:
     ) -> RobotSpheres:
         """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}``, an optional
         ``self_spheres`` of the same form (see :meth:`from_config`), optional ``boxes``
-        (:meth:`with_boxes`), an optional ``self_buffer: {link: m}`` (:meth:`create`) and an
+        and ``hulls`` (:meth:`with_boxes`), an optional ``self_buffer: {link: m}`` (:meth:`create`) and an
         optional ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
 
         Reads JSON-style (flow) YAML without PyYAML, so the core needs no YAML library.
@@ -303,7 +347,7 @@ class RobotSpheres:
             [tuple(p) for p in data.get("ignore", [])] + extra,
             data.get("self_spheres"),
             data.get("self_buffer"),
-        ).with_boxes(robot, data.get("boxes"))
+        ).with_boxes(robot, data.get("boxes"), data.get("hulls"))
 
     @staticmethod
     def embedded(
@@ -322,10 +366,10 @@ class RobotSpheres:
         ``tools/fit_collision_spheres.py``: up to 24 spheres per mesh for obstacles, centred
         inside and fitted to a 5 mm overshoot target, on the links that reach into clutter
         (Panda: 92, panda_link5 to panda_link7; panda_link0..4 keep the default set's; the
-        fingers are their 8 URDF boxes and the hand 4 boxes around its mesh,
+        fingers are their 8 URDF boxes and the hand the convex hull of its mesh,
         :meth:`with_boxes`) and the default set for self-collision (role "self"). Grasps
-        in clutter that the default set sees as collisions become feasible, at about the
-        same plan time (docs/benchmarks/mbm.md and mbm_fine.md).
+        in clutter that the default set sees as collisions become feasible
+        (docs/benchmarks/mbm.md and mbm_fine.md).
         """
         from pyroki_ros.robots import urdf_path
 

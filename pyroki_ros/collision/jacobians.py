@@ -126,7 +126,12 @@ class CollisionTerms:
             tuple(c[idx] for c in quat), tuple(p[idx] for p in pos), self.spheres.box_poses
         )
         return nearest_box_obstacle_t(
-            centers, axes, self.spheres.box_half_extents, world, checked[self.spheres.n_spheres :]
+            centers,
+            axes,
+            self.spheres.box_half_extents,
+            world,
+            checked[self.spheres.n_spheres :],
+            self.spheres.hull_vertices if self.spheres.n_hulls else None,
         )
 
     def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:

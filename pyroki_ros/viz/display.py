@@ -348,8 +348,8 @@ def sphere_radii(spheres) -> np.ndarray:
 
 
 def robot_boxes(spheres, link_poses: np.ndarray, color: Color) -> list[Shape]:
-    """The boxes of a ``RobotSpheres`` (exact link geometry, e.g. the Panda's fingers) at the
-    root-frame link poses (L, 7)."""
+    """The boxes of a ``RobotSpheres`` (exact link geometry, e.g. the Panda's fingers; a
+    hull drawn as its bounding box) at the root-frame link poses (L, 7)."""
     if not spheres.n_boxes:
         return []
     links = np.asarray(link_poses, np.float64)[np.asarray(spheres.box_link_indices, int)]
