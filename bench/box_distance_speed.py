@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What the robot's boxes cost the planner: the bundled fine Panda set (fingers and hand as
-boxes, ``collision.boxes``) against the set before the boxes, with fingers and hand as
-spheres (``--spheres``; default: ``git show 2d118f0:pyroki_ros/robots/panda_spheres_fine.yaml``).
+"""What the robot's boxes and hulls cost the planner: the bundled fine Panda set (fingers as
+boxes, the hand as its hull, ``collision.boxes``) against the set of an earlier commit
+(``--before``, default 2d118f0: fingers and hand as spheres; 7733759: the hand as 4 boxes)
+or a sphere file (``--spheres``).
 
 On one MotionBenchMaker scene (``--problem``, obstacles padded as the benchmark pads them):
 
@@ -31,7 +32,8 @@ import numpy as np
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problem", default="bookshelf_thin/1")
-    parser.add_argument("--spheres", type=Path, help="fine sphere file with finger spheres")
+    parser.add_argument("--spheres", type=Path, help="a fine sphere file to compare with")
+    parser.add_argument("--before", default="2d118f0", help="or the fine set at this commit")
     args = parser.parse_args()
 
     import jax
@@ -48,12 +50,13 @@ def main() -> int:
 
     robot = Robot.from_urdf(urdf_path("panda"))
     boxes = RobotSpheres.embedded("panda", robot, fine=True)
+    label = str(args.spheres or args.before)
     if args.spheres is None:
         old = subprocess.run(
-            ["git", "show", "2d118f0:pyroki_ros/robots/panda_spheres_fine.yaml"],
+            ["git", "show", f"{args.before}:pyroki_ros/robots/panda_spheres_fine.yaml"],
             cwd=REPO, capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
-        args.spheres = Path(tempfile.mkdtemp()) / "panda_spheres_fine_2d118f0.yaml"
+        args.spheres = Path(tempfile.mkdtemp()) / f"panda_spheres_fine_{args.before}.yaml"
         args.spheres.write_text(old)
     spheres = RobotSpheres.from_yaml(robot, args.spheres)
     problem = next(p for p in mp.load_problems(mp.GENERATED_SET) if p.name == args.problem)
@@ -78,15 +81,20 @@ def main() -> int:
     print(f"{utc_now()}  {machine_line()}")
     print(f"scene {args.problem}: obstacles per kind (padded) {world.counts}")
     rows = []
-    for label, model in (("spheres (2d118f0)", spheres), ("boxes (bundled)", boxes)):
-        rows.append((label, int(model.world_mask.sum()), model.n_boxes, *costs(model)))
+    for name, model in ((label, spheres), ("bundled", boxes)):
+        rows.append((name, int(model.world_mask.sum()), model.n_boxes, *costs(model)))
     frames = col.box_frames_at(robot, boxes, jnp.asarray(q, jnp.float32))
-    distances = jax.jit(lambda c, a: col.box_distances(c, a, boxes.box_half_extents, world))
+    distances = jax.jit(
+        lambda c, a: col.box_distances(
+            c, a, boxes.box_half_extents, world, hull_vertices=boxes.hull_vertices
+        )
+    )
     distances(*frames).block_until_ready()
     b = time_calls(lambda: distances(*frames).block_until_ready(), min_repeats=10, min_seconds=1)
 
     print(
-        "| fingers and hand | obstacle spheres | boxes | clearance, 512 configurations | optimize, 20 LM iterations |"
+        "| fine set | obstacle spheres | boxes (hulls' included) | clearance, 512 configurations "
+        "| optimize, 20 LM iterations |"
     )
     print("|---|---|---|---|---|")
     for label, n_spheres, n_boxes, c, o in rows:
@@ -94,7 +102,7 @@ def main() -> int:
             f"| {label} | {n_spheres} | {n_boxes} | {np.median(c.wall) * 1e3:.1f} ms "
             f"| {np.median(o.wall) * 1e3:.0f} ms |"
         )
-    print(f"box_distances alone, 512 configurations x {boxes.n_boxes} boxes x "
+    print(f"box_distances alone (bundled), 512 configurations x {boxes.n_boxes} boxes x "
           f"{world.n_obstacles} obstacle slots: {np.median(b.wall) * 1e3:.1f} ms")  # fmt: skip
     return 0
 

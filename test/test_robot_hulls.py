@@ -263,8 +263,9 @@ def test_grasps_the_hand_boxes_ruled_out(problems, name, boxes):
     hand's former four boxes overlapped it by ``boxes`` (1.2 and 5.4 mm: every goal
     configuration in collision, the plans failed; docs/benchmarks/mbm_fine_tuning.md and
     mbm_fine_seed2.md at commit 7733759): at the problems' own goal configurations the
-    hull's clearance is never more than the real mesh's (test/mbm_mesh.py, numpy), never
-    less than the boxes', and on table_pick/9 clear (0.32 mm: a face contact, exact)."""
+    hull's clearance is never more than the real mesh's (test/mbm_mesh.py, numpy), and
+    clear (table_pick/9: 0.32 mm, a face contact, exact; table_pick/5: 0.7 mm where the
+    mesh's samples say 1.9 mm)."""
     import mbm_benchmark as mb
     import mbm_goal_clearance
     import mbm_problems as mp
@@ -277,5 +278,4 @@ def test_grasps_the_hand_boxes_ruled_out(problems, name, boxes):
     mesh, where = mbm_mesh.mesh_clearances(arm, problem.scene)
     assert all(w.startswith("panda_hand") for w in where)  # the hand is what comes nearest
     assert np.all(hand <= mesh + 1e-5)
-    assert np.all(hand > boxes)
-    assert np.all(hand >= 0) == (name == "table_pick/9")
+    assert np.all(hand >= 0) and np.all(hand > boxes)

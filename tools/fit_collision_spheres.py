@@ -104,9 +104,9 @@ BOX_LINKS = {"panda": ("panda_leftfinger", "panda_rightfinger"), "ur5": ()}
 # at commit 7733759), reached 1.6-5.8 mm past the mesh there: table_pick/5 of the tuning set
 # and table_pick/9 of the second set failed with every goal configuration in collision; as
 # a hull both plan (docs/benchmarks/mbm_fine_tuning.md, mbm_fine_seed2.md). The forearm
-# (panda_link5) keeps its spheres: as a hull it lost 5 of 70 on the tuning set (its contacts
-# with the cage's wall edges need edge directions the hull's candidates do not try; probe
-# run, in the 2026-11-28 note on issue 16).
+# (panda_link5) keeps its spheres: as a hull it read the cage goals its spheres rule out no
+# better (a forearm over a wall's edge needs directions the hull's candidates do not try;
+# README, and the 2026-11-28 note on issue 16).
 HULL_LINKS = {"panda": ("panda_hand",), "ur5": ()}
 # Extra self-collision clearance per link (RobotSpheres.create's self_buffer), m: the Panda's
 # base and shoulder links kept 5 cm further from the rest of the arm, the convention of

@@ -203,6 +203,7 @@ HULL_ROUNDS = 1
 # Obstacles per hull and configuration measured as the hull in the planner's search
 # (nearest_box_obstacle_t): the nearest by the hull's bounding box.
 NEAREST_HULL = 2
+CORE_ROUNDS = 3  # alternating projections between a hull's core and an obstacle
 
 
 def _vertex_dots(hull, a):
@@ -230,11 +231,33 @@ def _hull_gap(hull, t, reach_o, a):
     return jnp.abs(along) - reach_o(a) - _support(hull, tuple(sign * x for x in a))
 
 
-def _hull_candidates(hull, t, reach_o, nearest_o, axes):
-    """(gap, unit local axis) of the hull along each of ``axes`` (unit, local), then along
-    HULL_ROUNDS directions between nearest points; ``nearest_o(x)``: the obstacle's point
-    nearest the local point x."""
+def _core_axis(h, nearest_o):
+    """The unit direction from the obstacle to the hull's core, the segment along its
+    bounding box's longest axis (shortened by the middle half size: a cylinder's axis less
+    its radius), between their nearest points (CORE_ROUNDS alternating projections), and
+    their distance; an elongated hull crossing an obstacle's edge (a forearm over a wall) is
+    separated across it."""
+    first = (h[0] >= h[1]) & (h[0] >= h[2])
+    second = ~first & (h[1] >= h[2])
+    e = tuple(jnp.where(f, 1.0, 0.0) for f in (first, second, ~first & ~second))
+    longest = _dot(e, h)
+    half = longest - (h[0] + h[1] + h[2] - longest - jnp.minimum(jnp.minimum(h[0], h[1]), h[2]))
+    x = (0.0, 0.0, 0.0)
+    for _ in range(CORE_ROUNDS):
+        f = jnp.clip(_dot(nearest_o(x), e), -half, half)
+        x = tuple(f * c for c in e)
+    w = tuple(a - b for a, b in zip(x, nearest_o(x)))
+    length = _norm(w)
+    return _unit(w, length), length
+
+
+def _hull_candidates(hull, h, t, reach_o, nearest_o, axes):
+    """(gap, unit local axis) of the hull along each of ``axes`` (unit, local) and towards
+    its core (:func:`_core_axis`), then along HULL_ROUNDS directions between nearest points;
+    ``nearest_o(x)``: the obstacle's point nearest the local point x."""
     out = [(_hull_gap(hull, t, reach_o, a), a) for a in axes]
+    core, length = _core_axis(h, nearest_o)
+    out.append((jnp.where(length > _EPS, _hull_gap(hull, t, reach_o, core), -FAR), core))
     d, axis = out[0]
     for gap, a in out[1:]:
         better = gap > d
@@ -336,7 +359,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             local = tuple(jnp.where(outside > 0, a, b) for a, b in zip(away, inward))
         if hull is not None:  # the bounding box's answer, then the hull's towards the centre
             candidates = [(d, local)] + _hull_candidates(
-                hull, p, lambda a: radius, lambda x: _sphere_point(x, p, radius),
+                hull, h, p, lambda a: radius, lambda x: _sphere_point(x, p, radius),
                 [_unit(p, _norm(p))],
             )  # fmt: skip
             parts.append(best(candidates, p))
@@ -355,7 +378,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             f = jnp.clip(-_dot(a0, s) / jnp.maximum(_dot(s, s), _EPS), 0.0, 1.0)
             x = tuple(a + f * b for a, b in zip(a0, s))  # nearest the hull's centre
             candidates += _hull_candidates(
-                hull, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
+                hull, h, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
                 lambda p: _segment_point(p, a0, s, radius), [_unit(x, _norm(x))],
             )  # fmt: skip
         parts.append(best(candidates, middle))
@@ -367,7 +390,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         candidates = _box_box(t, v, h, h2, with_axes)
         if hull is not None:
             candidates += _hull_candidates(
-                hull, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
+                hull, h, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
                 lambda p: _box_point(p, t, v, h2), list(v),
             )  # fmt: skip
         parts.append(best(candidates, t))
@@ -399,7 +422,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
 
             across = tuple(a - _dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
             candidates += _hull_candidates(
-                hull, t, reach_o, lambda p: _cylinder_point(p, t, z, radius, height),
+                hull, h, t, reach_o, lambda p: _cylinder_point(p, t, z, radius, height),
                 [z, _unit(across, _norm(across))],
             )  # fmt: skip
         parts.append(best(candidates, t))
