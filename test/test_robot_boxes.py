@@ -353,6 +353,21 @@ def test_a_set_with_boxes_plans_without_obstacles(panda):
     assert plan.success, plan.message
 
 
+def near_the_hand(robot, rng, count: int, spread: float, reach: float):
+    """``count`` configurations (float32) within ``spread`` rad of the joints' centres, and
+    a function giving n random points within ``reach`` m of their hands' positions."""
+    from pyroki_ros.model import kinematics as k
+
+    q = np.asarray(robot.center(), np.float32) + rng.uniform(
+        -spread, spread, (count, robot.n_joints)
+    )
+    q = np.asarray(robot.limits.clip(q), np.float32)
+    tips = np.asarray(
+        k.forward_kinematics(robot, q).wxyz_xyz[:, robot.link_index("panda_hand"), 4:]
+    )
+    return q, lambda n: tips[rng.integers(0, len(tips), n)] + rng.uniform(-reach, reach, (n, 3))
+
+
 def test_planner_search_finds_the_dense_nearest_among_padding(panda):
     """The planner's per-box search (CollisionTerms.nearest_box_t: one obstacle after the
     other, stopping where the padding starts) answers what the dense all-pairs terms
@@ -363,12 +378,7 @@ def test_planner_search_finds_the_dense_nearest_among_padding(panda):
 
     robot, spheres = panda
     rng = np.random.default_rng(7)
-    q = np.asarray(robot.center(), np.float32) + rng.uniform(-0.6, 0.6, (24, robot.n_joints))
-    q = np.asarray(robot.limits.clip(q), np.float32)
-    tips = np.asarray(
-        k.forward_kinematics(robot, q).wxyz_xyz[:, robot.link_index("panda_hand"), 4:]
-    )
-    near = lambda n: tips[rng.integers(0, len(tips), n)] + rng.uniform(-0.12, 0.12, (n, 3))
+    q, near = near_the_hand(robot, rng, 24, 0.6, 0.12)
     given = World.create(
         sphere_centers=near(2),
         sphere_radii=rng.uniform(0.02, 0.06, 2),

@@ -13,7 +13,14 @@ import jax.numpy as jnp
 import mbm_mesh
 import numpy as np
 import pytest
-from test_robot_boxes import _rotation, _sdf_box, _sdf_capsule, _sdf_cylinder, _wxyz
+from test_robot_boxes import (
+    _rotation,
+    _sdf_box,
+    _sdf_capsule,
+    _sdf_cylinder,
+    _wxyz,
+    near_the_hand,
+)
 
 from pyroki_ros import Robot
 from pyroki_ros import collision as col
@@ -170,13 +177,8 @@ def test_planner_search_measures_hulls_against_their_nearest_obstacles(panda):
     from pyroki_ros.model import kinematics as k
 
     robot, spheres = panda
-    rng = np.random.default_rng(11)
-    q = np.asarray(robot.center(), np.float32) + rng.uniform(-0.5, 0.5, (32, robot.n_joints))
-    q = np.asarray(robot.limits.clip(q), np.float32)
-    tips = np.asarray(
-        k.forward_kinematics(robot, q).wxyz_xyz[:, robot.link_index("panda_hand"), 4:]
-    )
-    near = lambda n: tips[rng.integers(0, len(tips), n)] + rng.uniform(-0.1, 0.1, (n, 3))
+    q, near = near_the_hand(robot, np.random.default_rng(11), 32, 0.5, 0.1)
+    rng = np.random.default_rng(12)
     given = World.create(
         box_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(6)],
         box_half_extents=rng.uniform(0.01, 0.06, (6, 3)),

@@ -177,26 +177,19 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         *(["# radii grown to contain the mesh (COARSE_LINKS in the tool)."] if kept else []),
         "{",
     ]
-    for key, role in (("spheres", "world"), ("self_spheres", "self")):
-        config = spheres.to_config(role)
+    mappings = [
+        ("spheres", spheres.to_config("world"), ".4f"),
+        ("self_spheres", spheres.to_config("self"), ".4f"),
+        ("boxes", spheres.boxes_config(), ".6g"),
+        ("hulls", spheres.hulls_config(), ".6g"),
+    ]
+    for key, config, form in mappings:
+        if not config and key in ("boxes", "hulls"):
+            continue
         lines.append(f'  "{key}": {{')
         for n, (link, rows) in enumerate(config.items()):
-            body = ", ".join("[" + ", ".join(f"{v:.4f}" for v in row) + "]" for row in rows)
+            body = ", ".join("[" + ", ".join(f"{v:{form}}" for v in row) + "]" for row in rows)
             lines.append(f'    "{link}": [{body}]' + ("," if n + 1 < len(config) else ""))
-        lines.append("  },")
-    boxes = spheres.boxes_config()
-    if boxes:
-        lines.append('  "boxes": {')
-        for n, (link, rows) in enumerate(boxes.items()):
-            body = ", ".join("[" + ", ".join(f"{v:.6g}" for v in row) + "]" for row in rows)
-            lines.append(f'    "{link}": [{body}]' + ("," if n + 1 < len(boxes) else ""))
-        lines.append("  },")
-    hulls = spheres.hulls_config()
-    if hulls:
-        lines.append('  "hulls": {')
-        for n, (link, rows) in enumerate(hulls.items()):
-            body = ", ".join("[" + ", ".join(f"{v:.6g}" for v in row) + "]" for row in rows)
-            lines.append(f'    "{link}": [{body}]' + ("," if n + 1 < len(hulls) else ""))
         lines.append("  },")
     if spheres.self_buffer:
         body = ", ".join(f'"{link}": {value:g}' for link, value in spheres.self_buffer)
