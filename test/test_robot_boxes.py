@@ -89,6 +89,31 @@ def _terms(center, rot, half, world: World):
     return float(d[0, 0]), np.asarray(normal[0, 0]), np.asarray(witness[0, 0])
 
 
+def random_obstacle(rng, kind: str, at: np.ndarray, rot: np.ndarray):
+    """One obstacle of ``kind`` (box, cylinder, capsule or sphere) centred at ``at``, turned
+    by ``rot``, its sizes drawn from ``rng``, and its numpy signed distance function."""
+    if kind == "box":
+        half = rng.uniform(0.01, 0.15, 3)
+        world = World.create(box_poses=[_wxyz(rot) + list(at)], box_half_extents=[half])
+        return world, lambda p: _sdf_box(p, at, rot, half)
+    if kind == "cylinder":
+        radius, height = rng.uniform(0.01, 0.1), rng.uniform(0.01, 0.15)
+        world = World.create(
+            cylinder_poses=[_wxyz(rot) + list(at)],
+            cylinder_radii=[radius],
+            cylinder_half_heights=[height],
+        )
+        return world, lambda p: _sdf_cylinder(p, at, rot, radius, height)
+    if kind == "capsule":
+        a, b = at - rot[:, 2] * 0.08, at + rot[:, 2] * 0.08
+        radius = rng.uniform(0.005, 0.05)
+        world = World.create(capsule_a=[a], capsule_b=[b], capsule_radii=[radius])
+        return world, lambda p: _sdf_capsule(p, a, b, radius)
+    radius = rng.uniform(0.005, 0.1)
+    world = World.create(sphere_centers=[at], sphere_radii=[radius])
+    return world, lambda p: np.linalg.norm(p - at, axis=-1) - radius
+
+
 def _random_case(rng, kind: str):
     """A robot box at the origin and one obstacle of ``kind`` around it, with the reference
     signed distance of the box's surface samples (exact per sample) and whether the
@@ -97,31 +122,12 @@ def _random_case(rng, kind: str):
     direction = rng.normal(size=3)
     at = direction / np.linalg.norm(direction) * rng.uniform(0.03, 0.3)
     o_rot = _rotation(rng)
-    if kind == "box":
-        o_half = rng.uniform(0.01, 0.15, 3)
-        world = World.create(box_poses=[_wxyz(o_rot) + list(at)], box_half_extents=[o_half])
-        sdf = lambda p: _sdf_box(p, at, o_rot, o_half)
-    elif kind == "cylinder":
-        radius, height = rng.uniform(0.01, 0.1), rng.uniform(0.01, 0.15)
-        world = World.create(
-            cylinder_poses=[_wxyz(o_rot) + list(at)],
-            cylinder_radii=[radius],
-            cylinder_half_heights=[height],
-        )
-        sdf = lambda p: _sdf_cylinder(p, at, o_rot, radius, height)
-    elif kind == "capsule":
-        a, b = at - o_rot[:, 2] * 0.08, at + o_rot[:, 2] * 0.08
-        radius = rng.uniform(0.005, 0.05)
-        world = World.create(capsule_a=[a], capsule_b=[b], capsule_radii=[radius])
-        sdf = lambda p: _sdf_capsule(p, a, b, radius)
-    elif kind == "sphere":
-        radius = rng.uniform(0.005, 0.1)
-        world = World.create(sphere_centers=[at], sphere_radii=[radius])
-        sdf = lambda p: np.linalg.norm(p - at, axis=-1) - radius
-    else:  # half-space through ``at``
+    if kind == "half-space":  # through ``at``
         n = direction / np.linalg.norm(direction)
         world = World.create(halfspace_normals=[-n], halfspace_offsets=[float(n @ at)])
         sdf = lambda p: -(p @ n) + n @ at
+    else:
+        world, sdf = random_obstacle(rng, kind, at, o_rot)
     surface = _surface(np.zeros(3), rot, half)
     covered = _sdf_box(at[None], np.zeros(3), rot, half)[0] < 0
     return rot, half, world, float(sdf(surface).min()), covered

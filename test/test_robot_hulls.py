@@ -15,11 +15,9 @@ import numpy as np
 import pytest
 from test_robot_boxes import (
     _rotation,
-    _sdf_box,
-    _sdf_capsule,
-    _sdf_cylinder,
     _wxyz,
     near_the_hand,
+    random_obstacle,
 )
 
 from pyroki_ros import Robot
@@ -50,27 +48,7 @@ def _hull_terms(rotation, at, world: World, hull: bool = True):
 def _random_obstacle(rng, kind: str, near: np.ndarray):
     """One obstacle of ``kind`` around the point ``near`` and its numpy signed distance."""
     rot = _rotation(rng)
-    at = near + rng.normal(size=3) * 0.05
-    if kind == "box":
-        half = rng.uniform(0.01, 0.15, 3)
-        world = World.create(box_poses=[_wxyz(rot) + list(at)], box_half_extents=[half])
-        return world, lambda p: _sdf_box(p, at, rot, half)
-    if kind == "cylinder":
-        radius, height = rng.uniform(0.01, 0.1), rng.uniform(0.01, 0.15)
-        world = World.create(
-            cylinder_poses=[_wxyz(rot) + list(at)],
-            cylinder_radii=[radius],
-            cylinder_half_heights=[height],
-        )
-        return world, lambda p: _sdf_cylinder(p, at, rot, radius, height)
-    if kind == "capsule":
-        a, b = at - rot[:, 2] * 0.08, at + rot[:, 2] * 0.08
-        radius = rng.uniform(0.005, 0.05)
-        world = World.create(capsule_a=[a], capsule_b=[b], capsule_radii=[radius])
-        return world, lambda p: _sdf_capsule(p, a, b, radius)
-    radius = rng.uniform(0.005, 0.1)
-    world = World.create(sphere_centers=[at], sphere_radii=[radius])
-    return world, lambda p: np.linalg.norm(p - at, axis=-1) - radius
+    return random_obstacle(rng, kind, near + rng.normal(size=3) * 0.05, rot)
 
 
 @pytest.mark.parametrize("kind", ["box", "cylinder", "capsule", "sphere"])

@@ -134,6 +134,12 @@ def _cylinder_point(x, t, z, radius, half_height):
     return tuple(a + height * c + scale * r for a, c, r in zip(t, z, radial))
 
 
+def _cylinder_reach(a, z, radius, half_height):
+    """Half-length of a cylinder's projection (unit axis z) on the axis a, times |a|."""
+    cos = _dot(a, z)
+    return half_height * jnp.abs(cos) + radius * jnp.sqrt(jnp.maximum(_dot(a, a) - cos * cos, 0.0))
+
+
 def _box_cylinder(t, z, h, radius, half_height, with_axes):
     """Candidates for the robot box and a solid cylinder at t with unit axis z (local): the
     box's faces, the cylinder's axis, their cross products, the radial direction to the box
@@ -161,10 +167,7 @@ def _box_cylinder(t, z, h, radius, half_height, with_axes):
     x = _cylinder_point(tuple(jnp.clip(c, -e, e) for c, e in zip(x, h)), t, z, radius, half_height)
     a = tuple(c - jnp.clip(c, -e, e) for c, e in zip(x, h))
     length = _norm(a)
-    cos = _dot(a, z)
-    reach_c = half_height * jnp.abs(cos) + radius * jnp.sqrt(
-        jnp.maximum(length * length - cos * cos, 0.0)
-    )
+    reach_c = _cylinder_reach(a, z, radius, half_height)
     gap = _normalised(jnp.abs(_dot(a, t)) - _reach(h, a) - reach_c, length)
     out.append((gap, _unit(a, length) if with_axes else None))
     return out
@@ -183,9 +186,7 @@ def _box_capsule(a0, s, h, radius, with_axes):
         reach_r = h[k] * jnp.abs(s[l]) + h[l] * jnp.abs(s[k])
         gap = _normalised(jnp.abs(along) - reach_r, length) - radius
         out.append((gap, _unit(_cross_e(i, s), length) if with_axes else None))
-    length2 = jnp.maximum(_dot(s, s), _EPS)
-    f = jnp.clip(-_dot(a0, s) / length2, 0.0, 1.0)
-    x = tuple(a + f * b for a, b in zip(a0, s))
+    x = _segment_point((0.0, 0.0, 0.0), a0, s, 0.0)  # nearest the box centre
     length = _norm(x)
     gap = jnp.abs(_dot(x, middle)) - _reach(h, x) - 0.5 * jnp.abs(_dot(x, s))
     out.append((_normalised(gap, length) - radius, _unit(x, length) if with_axes else None))
@@ -377,8 +378,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         middle = tuple(a + 0.5 * b for a, b in zip(a0, s))
         candidates = _box_capsule(a0, s, h, radius, with_axes)
         if hull is not None:
-            f = jnp.clip(-_dot(a0, s) / jnp.maximum(_dot(s, s), _EPS), 0.0, 1.0)
-            x = tuple(a + f * b for a, b in zip(a0, s))  # nearest the hull's centre
+            x = _segment_point((0.0, 0.0, 0.0), a0, s, 0.0)  # nearest the hull's centre
             candidates += _hull_candidates(
                 hull, h, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
                 lambda p: _segment_point(p, a0, s, radius), [_unit(x, _norm(x))],
@@ -417,11 +417,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         radius, height = along(world.cylinder_radii), along(world.cylinder_half_heights)
         candidates = _box_cylinder(t, z, h, radius, height, with_axes)
         if hull is not None:
-
-            def reach_o(a):
-                cos = _dot(a, z)
-                return height * jnp.abs(cos) + radius * jnp.sqrt(jnp.maximum(1.0 - cos * cos, 0.0))
-
+            reach_o = lambda a: _cylinder_reach(a, z, radius, height)
             across = tuple(a - _dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
             candidates += _hull_candidates(
                 hull, h, t, reach_o, lambda p: _cylinder_point(p, t, z, radius, height),
@@ -429,6 +425,12 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             )  # fmt: skip
         parts.append(best(candidates, t))
     return parts
+
+
+def _hull_components(vertices: jax.Array, dtype):
+    """Hull vertices (H, V, 3) as the component arrays :func:`_pairs` takes (three
+    (H, 1, 1, V): rows, obstacles, configurations, vertices)."""
+    return tuple(vertices[:, None, None, :, k].astype(dtype) for k in range(3))
 
 
 def _grouped_pairs(c, u, h, vertices, world, along, with_axes: bool, counts=None):
@@ -442,7 +444,7 @@ def _grouped_pairs(c, u, h, vertices, world, along, with_axes: bool, counts=None
         if rows.stop == rows.start:
             continue
         if hull is not None:
-            hull = tuple(hull[:, None, None, :, k].astype(c[0].dtype) for k in range(3))
+            hull = _hull_components(hull, c[0].dtype)
         groups.append(
             _pairs(
                 tuple(a[rows] for a in c),
@@ -621,9 +623,7 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_ve
     h = tuple(jnp.asarray(half[:, k], c[0].dtype)[:, None, None] for k in range(3))
     shape = (c[0].shape[0], c[0].shape[2])
     cut = shape[0] - (0 if hull_vertices is None else hull_vertices.shape[0])
-    hull = None
-    if cut < shape[0]:
-        hull = tuple(hull_vertices[:, None, None, :, k].astype(c[0].dtype) for k in range(3))
+    hull = _hull_components(hull_vertices, c[0].dtype) if cut < shape[0] else None
     slots = 1 if hull is None else NEAREST_HULL
     best = None
     offset = 0

@@ -131,7 +131,7 @@ class CollisionTerms:
             self.spheres.box_half_extents,
             world,
             checked[self.spheres.n_spheres :],
-            self.spheres.hull_vertices if self.spheres.n_hulls else None,
+            self.spheres.hull_vertices,
         )
 
     def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
