@@ -25,6 +25,11 @@ FAMILIES = (
     "table_pick",
     "table_under_pick",
 )
+# Plans in these tests must succeed, which a 2 s budget (the benchmark's, measured on this
+# project's machine) does not promise on a slower or busier CI machine: CI failed so once,
+# bookshelf_thin/1 with one start path tried in 2 s. The budget itself is tested in
+# test_budget.py.
+TEST_BUDGET_S = 10.0
 
 
 def test_load_demo_set():
@@ -185,9 +190,9 @@ def test_a_goal_whose_clear_solutions_are_rare_is_found_by_more_seeds():
     seeds find a clear one, and the path passes the independent check."""
     import mbm_benchmark as mb
 
-    # The benchmark's budget, on a cold planner: its compiles (the goal search's IK and
-    # clearance programs, the optimiser's) are not counted (planning/budget.py).
-    planner = mb.make_planner(fine=True, timeout=mb.BUDGET_S)
+    # Compiles are not counted (planning/budget.py), but the time per seed round is this
+    # machine's: the benchmark measures the 2 s budget; here a slower CI machine gets more.
+    planner = mb.make_planner(fine=True, timeout=TEST_BUDGET_S)
     problem = {p.name: p for p in mp.load_problems(mp.GENERATED_SET)}["cage/5"]
     clear, total = map(int, mb.own_goals_clear(planner, problem).split("/"))
     assert 0 < clear <= total
@@ -206,7 +211,7 @@ def test_plans_that_were_false_successes_pass_the_independent_check():
     the independent check."""
     import mbm_benchmark as mb
 
-    planner = mb.make_planner(fine=True, timeout=mb.BUDGET_S, start_collision="escape",
+    planner = mb.make_planner(fine=True, timeout=TEST_BUDGET_S, start_collision="escape",
                               buckets=(0, 16, 64), plan_seed=2)  # fmt: skip
     problems = {p.name: p for p in mp.load_problems(mp.TUNING_SET)}
     for name in ("bookshelf_thin/1", "table_under_pick/1", "table_under_pick/4"):
