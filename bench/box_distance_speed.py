@@ -10,7 +10,10 @@ On one MotionBenchMaker scene (``--problem``, obstacles padded as the benchmark 
   (the global step's batched edge checks and the goal search use it);
 * ``optimize``: 20 LM iterations of a 64-knot straight-line path (every iteration evaluates
   the collision rows and their Jacobians at the knots and midpoints);
-* ``box_distances``: the boxes' distances alone for the 512 configurations.
+* ``box_distances``: the boxes' distances alone for the 512 configurations;
+* ``support point``: the last hull's vertex furthest along 4,096 directions, as
+  ``collision.boxes`` finds it (the index packed into the value, one integer max) and with
+  ``jnp.argmax`` (the justification of the packing; GJK takes nine per pair and round).
 
 Median of repeated calls after a compiling one. Usage (repository root)::
 
@@ -104,7 +107,36 @@ def main() -> int:
         )
     print(f"box_distances alone (bundled), 512 configurations x {boxes.n_boxes} boxes x "
           f"{world.n_obstacles} obstacle slots: {np.median(b.wall) * 1e3:.1f} ms")  # fmt: skip
+    name = boxes.box_link_names[-1]
+    print(f"support point, 4096 directions x {name}'s hull vertices: " + support_times(boxes))
     return 0
+
+
+def support_times(model) -> str:
+    import jax
+    import jax.numpy as jnp
+
+    from pyroki_ros.collision import boxes as b
+
+    hull = tuple(model.hull_vertices[-1:, None, None, :, k] for k in range(3))
+    a = tuple(jax.random.normal(jax.random.PRNGKey(k), (1, 1, 4096)) for k in range(3))
+
+    def argmax(hull, a):
+        dots = b._vertex_dots(hull, a)
+        i = jnp.argmax(dots, -1)[..., None]
+        return tuple(
+            jnp.take_along_axis(jnp.broadcast_to(v, dots.shape), i, -1)[..., 0] for v in hull
+        )
+
+    out = []
+    for name, f in (("packed", b._support_point), ("argmax", argmax)):
+        g = jax.jit(lambda a, f=f: f(hull, a))
+        jax.block_until_ready(g(a))
+        t = time_calls(lambda g=g: jax.block_until_ready(g(a)), min_repeats=10, min_seconds=1)
+        out.append(f"{name} {np.median(t.wall) * 1e3:.2f} ms")
+    found = zip(b._support_point(hull, a), argmax(hull, a))
+    same = int(np.all([np.asarray(x) == np.asarray(y) for x, y in found], 0).sum())
+    return ", ".join(out) + f" (the same vertex for {same} of 4096)"
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ vertices and surface samples exactly plus 1 mm; fewer spheres when the overshoot
 already <= ``TOLERANCE`` (a target, not a guarantee: :func:`~pyroki_ros.collision.fitting.mesh_overshoot`
 measures a fit's bound; this tool does not print it). Primitive collision geometry is covered exactly by :func:`pyroki_ros.collision.cover_box`
 and friends, except the boxes of ``BOX_LINKS`` (the Panda's fingers), which stay boxes; the
-meshes of ``HULL_LINKS`` (the Panda's hand) are kept as their convex hulls instead. Link names
+meshes of ``HULL_LINKS`` (the Panda's forearm and hand) are kept as their convex hulls instead. Link names
 and frames of the original and the mesh-free URDF are the same (checked).
 
 Links in ``COARSE_LINKS`` keep the default set's spheres (see there). The tight spheres are
@@ -98,16 +98,15 @@ COARSE_LINKS = {"panda": tuple(f"panda_link{i}" for i in range(5)), "ur5": ()}
 # tuning and evaluation sets 125 -> 131 of 140 by the real finger boxes).
 BOX_LINKS = {"panda": ("panda_leftfinger", "panda_rightfinger"), "ur5": ()}
 # Links checked as the convex hull of their collision mesh (RobotSpheres.with_boxes' hulls:
-# its vertices, by collision.boxes' conservative distance) instead of spheres: the Panda's
-# hand, which passes 0.3-1.5 mm from the objects of some MotionBenchMaker grasps. Its
-# spheres, and then 4 boxes around it (4 slabs of fitting.cover_points_with_boxes, the file
-# at commit 7733759), reached 1.6-5.8 mm past the mesh there: table_pick/5 of the tuning set
-# and table_pick/9 of the second set failed with every goal configuration in collision; as
-# a hull both plan (docs/benchmarks/mbm_fine_tuning.md, mbm_fine_seed2.md). The forearm
-# (panda_link5) keeps its spheres: as a hull it read the cage goals its spheres rule out no
-# better (a forearm over a wall's edge needs directions the hull's candidates do not try;
-# README, and the 2026-11-28 note on issue 16).
-HULL_LINKS = {"panda": ("panda_hand",), "ur5": ()}
+# its vertices, by collision.boxes' conservative distance, exact when apart: GJK) instead of
+# spheres. The Panda's hand passes 0.3-1.5 mm from the objects of some MotionBenchMaker
+# grasps: its spheres, and then 4 boxes around it (the file at commit 7733759), reached
+# 1.6-5.8 mm past the mesh there (table_pick/5 of the tuning set, table_pick/9 of the
+# second set: every goal configuration in collision). The forearm (panda_link5) passes
+# 1.3-2.9 mm from a cage's walls at some cage goals that its spheres overlapped by 2.2-6.6
+# mm (cage/7 and /8 of the tuning set, cage/0 and /5 of the second: every goal in
+# collision); as a hull, measured with GJK, each is clear (docs/benchmarks/mbm_fine_*.md).
+HULL_LINKS = {"panda": ("panda_link5", "panda_hand"), "ur5": ()}
 # Extra self-collision clearance per link (RobotSpheres.create's self_buffer), m: the Panda's
 # base and shoulder links kept 5 cm further from the rest of the arm, the convention of
 # robometrics' and cuRobo's Franka files that MotionBenchMaker plans are judged by. On 100,000

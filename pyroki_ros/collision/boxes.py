@@ -1,6 +1,6 @@
 """Boxes fixed to robot links (exact link geometry, such as the Panda's finger boxes), and
 convex hulls (a link's convex collision mesh, such as the Panda's hand, measured with its
-bounding box: see HULL_ROUNDS), against obstacles. (Over 600 lines: one distance per
+bounding box and gjk.py), against obstacles. (Over 600 lines: one distance per
 obstacle kind for boxes and hulls together, since a hull reuses its bounding box's
 candidates and the component helpers below.)
 
@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pyroki_ros.collision import gjk
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World, pose_rotations
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
@@ -186,7 +187,7 @@ def _box_capsule(a0, s, h, radius, with_axes):
         reach_r = h[k] * jnp.abs(s[l]) + h[l] * jnp.abs(s[k])
         gap = _normalised(jnp.abs(along) - reach_r, length) - radius
         out.append((gap, _unit(_cross_e(i, s), length) if with_axes else None))
-    x = _segment_point((0.0, 0.0, 0.0), a0, s, 0.0)  # nearest the box centre
+    x = _segment_centre_point(a0, s)
     length = _norm(x)
     gap = jnp.abs(_dot(x, middle)) - _reach(h, x) - 0.5 * jnp.abs(_dot(x, s))
     out.append((_normalised(gap, length) - radius, _unit(x, length) if with_axes else None))
@@ -196,17 +197,13 @@ def _box_capsule(a0, s, h, radius, with_axes):
 # A hull (the convex hull of a link's collision mesh, vertices in its bounding box's frame)
 # keeps its bounding box's candidates (a box that contains it is never nearer an obstacle)
 # and adds its own gaps: along the obstacle's own axes (a wall's normal, a cylinder's axis
-# and the radial direction to the hull) and along HULL_ROUNDS directions, each from the
-# hull's point furthest along the best axis so far to the obstacle's point nearest it (the
-# nearest points of two convex shapes, approached from the best axis). Every gap is the
-# exact separation of the hull's and the obstacle's projections, so the largest is still
-# a conservative distance; exact when a wall's face, or a direction between nearest points,
-# is the separating one.
-HULL_ROUNDS = 1
+# and the radial direction to the hull) and along the direction between the two shapes'
+# nearest points that GJK finds from the best of those (gjk.py). Every gap is the exact
+# separation of the hull's and the obstacle's projections, so the largest is still a
+# conservative distance; apart, it is the distance (within GJK's convergence, ~0.05 mm).
 # Obstacles per hull and configuration measured as the hull in the planner's search
 # (nearest_box_obstacle_t): the nearest by the hull's bounding box.
 NEAREST_HULL = 2
-CORE_ROUNDS = 3  # alternating projections between a hull's core and an obstacle
 
 
 def _vertex_dots(hull, a):
@@ -220,10 +217,22 @@ def _support(hull, a):
 
 
 def _support_point(hull, a):
-    """The hull's vertex furthest along local a (components)."""
+    """The hull's vertex furthest along local a (components; hull rows on the first axis).
+
+    Speed: GJK takes nine of these per pair. ``jnp.argmax`` over the vertices costs ten
+    times the ``max`` on a CPU (XLA reduces (value, index) pairs), so the index rides in the
+    low bits of the value's bit pattern (order-kept as an integer) and one integer ``max``
+    finds both; the vertex found is the furthest or within a relative 2^-15 of it, which
+    only GJK's convergence sees (bench/box_distance_speed.py: "support point")."""
     dots = _vertex_dots(hull, a)
-    i = jnp.argmax(dots, -1)[..., None]
-    return tuple(jnp.take_along_axis(jnp.broadcast_to(v, dots.shape), i, -1)[..., 0] for v in hull)
+    rows, count = hull[0].shape[0], hull[0].shape[-1]
+    bits = max(1, (count - 1).bit_length())
+    key = jax.lax.bitcast_convert_type(dots, jnp.int32)
+    key = jnp.where(key < 0, key ^ jnp.int32(0x7FFFFFFF), key)  # the floats' order
+    key = (key & jnp.int32(-(1 << bits))) | jnp.arange(count, dtype=jnp.int32)
+    i = jnp.max(key, -1) & jnp.int32((1 << bits) - 1)
+    i = i + (jnp.arange(rows, dtype=jnp.int32) * count).reshape((rows,) + (1,) * (i.ndim - 1))
+    return tuple(jnp.take(v.reshape(-1), i) for v in hull)
 
 
 def _hull_gap(hull, t, reach_o, a):
@@ -234,75 +243,67 @@ def _hull_gap(hull, t, reach_o, a):
     return jnp.abs(along) - reach_o(a) - _support(hull, tuple(sign * x for x in a))
 
 
-def _core_axis(h, nearest_o):
-    """The unit direction from the obstacle to the hull's core, the segment along its
-    bounding box's longest axis (shortened by the middle half size: a cylinder's axis less
-    its radius), between their nearest points (CORE_ROUNDS alternating projections), and
-    their distance; an elongated hull crossing an obstacle's edge (a forearm over a wall) is
-    separated across it."""
-    first = (h[0] >= h[1]) & (h[0] >= h[2])
-    second = ~first & (h[1] >= h[2])
-    e = tuple(jnp.where(f, 1.0, 0.0) for f in (first, second, ~first & ~second))
-    longest = _dot(e, h)
-    half = longest - (h[0] + h[1] + h[2] - longest - jnp.minimum(jnp.minimum(h[0], h[1]), h[2]))
-    x = (0.0, 0.0, 0.0)
-    for _ in range(CORE_ROUNDS):
-        f = jnp.clip(_dot(nearest_o(x), e), -half, half)
-        x = tuple(f * c for c in e)
-    w = tuple(a - b for a, b in zip(x, nearest_o(x)))
-    length = _norm(w)
-    return _unit(w, length), length
-
-
-def _hull_candidates(hull, h, t, reach_o, nearest_o, axes):
-    """(gap, unit local axis) of the hull along each of ``axes`` (unit, local) and towards
-    its core (:func:`_core_axis`), then along HULL_ROUNDS directions between nearest points;
-    ``nearest_o(x)``: the obstacle's point nearest the local point x."""
+def _hull_candidates(hull, t, reach_o, support_o, axes, start):
+    """(gap, unit local axis) of the hull along each of ``axes`` (unit, local), then along
+    the direction GJK finds (gjk.py) from the best of those and ``start`` (the bounding
+    box's best axis); ``support_o(a)``: the obstacle's point furthest along local a."""
     out = [(_hull_gap(hull, t, reach_o, a), a) for a in axes]
-    core, length = _core_axis(h, nearest_o)
-    out.append((jnp.where(length > _EPS, _hull_gap(hull, t, reach_o, core), -FAR), core))
-    d, axis = out[0]
-    for gap, a in out[1:]:
+    d, axis = start
+    for gap, a in out:
         better = gap > d
         axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
         d = jnp.maximum(d, gap)
-    for _ in range(HULL_ROUNDS):
-        sign = jnp.where(_dot(axis, t) >= 0, 1.0, -1.0)
-        p = _support_point(hull, tuple(sign * x for x in axis))
-        w = tuple(o - x for o, x in zip(nearest_o(p), p))
-        length = _norm(w)
-        a = _unit(w, length)  # void (gap -FAR) where p is inside the obstacle
-        gap = jnp.where(length > _EPS, _hull_gap(hull, t, reach_o, a), -FAR)
-        better = gap > d
-        axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
-        d = jnp.maximum(d, gap)
-        out.append((gap, a))
+    sign = jnp.where(_dot(axis, t) >= 0, -1.0, 1.0)  # from the obstacle to the hull
+    v = gjk.separation(lambda a: _support_point(hull, a), support_o, tuple(sign * x for x in axis))
+    v = tuple(jax.lax.stop_gradient(x) for x in v)
+    length = _norm(v)
+    a = _unit(v, length)
+    out.append((jnp.where(length > _EPS, _hull_gap(hull, t, reach_o, a), -FAR), a))
     return out
 
 
-def _sphere_point(x, t, radius):
-    """The point of a solid sphere (centre t, radius; local) nearest x."""
-    w = tuple(p - y for p, y in zip(x, t))
-    length = _norm(w)
-    scale = jnp.minimum(length, radius)
-    return tuple(y + scale * e for y, e in zip(t, _unit(w, length)))
+def _segment_support(a0, s):
+    """A segment's support (a capsule's, less its radius: GJK then ends in a few rounds as
+    for polytopes, and the direction is the same)."""
+    return lambda a: tuple(p + jnp.where(_dot(a, s) > 0, 1.0, 0.0) * q for p, q in zip(a0, s))
 
 
-def _box_point(x, t, v, h2):
-    """The point of a solid box (centre t, axes v, half sizes h2; local) nearest x."""
-    rel = tuple(a - b for a, b in zip(x, t))
-    inside = [jnp.clip(_dot(rel, v[j]), -h2[j], h2[j]) for j in range(3)]
-    return tuple(t[k] + sum(inside[j] * v[j][k] for j in range(3)) for k in range(3))
+def _box_support(t, v, h2):
+    def support(a):
+        signs = [jnp.where(_dot(a, v[j]) >= 0, h2[j], -h2[j]) for j in range(3)]
+        return tuple(t[k] + sum(signs[j] * v[j][k] for j in range(3)) for k in range(3))
+
+    return support
 
 
-def _segment_point(x, a0, s, radius):
-    """The point of a capsule (segment from a0 along s, radius; local) nearest x."""
-    f = jnp.clip(_dot(tuple(p - q for p, q in zip(x, a0)), s) / jnp.maximum(_dot(s, s), _EPS), 0, 1)
-    q = tuple(a + f * b for a, b in zip(a0, s))
-    w = tuple(p - y for p, y in zip(x, q))
-    length = _norm(w)
-    scale = jnp.minimum(length, radius)
-    return tuple(y + scale * e for y, e in zip(q, _unit(w, length)))
+def _cylinder_support(t, z, radius, half_height):
+    def support(a):
+        along = _dot(a, z)
+        radial = tuple(x - along * c for x, c in zip(a, z))
+        # Again: with a along the axis, rounding leaves a radial part that is not across it.
+        radial = tuple(x - _dot(radial, z) * c for x, c in zip(radial, z))
+        e = _unit(radial, _norm(radial))
+        end = jnp.where(along >= 0, half_height, -half_height)
+        return tuple(p + end * c + radius * r for p, c, r in zip(t, z, e))
+
+    return support
+
+
+def _segment_centre_point(a0, s):
+    """The point of the segment from a0 along s (local) nearest the box's centre."""
+    f = jnp.clip(-_dot(a0, s) / jnp.maximum(_dot(s, s), _EPS), 0, 1)
+    return tuple(a + f * b for a, b in zip(a0, s))
+
+
+def _largest(candidates, with_axes: bool = True):
+    """The largest gap of (gap, axis) candidates and, with axes, its axis."""
+    d, axis = candidates[0]
+    for gap, a in candidates[1:]:
+        if with_axes:
+            better = gap > d
+            axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
+        d = jnp.maximum(d, gap)
+    return d, axis
 
 
 def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None):
@@ -324,14 +325,11 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
     def point(a):  # obstacle points relative to the box centre, in its frame
         return _local(u, tuple(p - x for p, x in zip(vector(a), c)))
 
+    need_axes = with_axes or hull is not None  # a hull's GJK starts from the box's best axis
+
     def best(candidates, t):
         """The largest gap; with axes, its normal and the box's corner towards the obstacle."""
-        d, axis = candidates[0]
-        for gap, a in candidates[1:]:
-            if with_axes:
-                better = gap > d
-                axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
-            d = jnp.maximum(d, gap)
+        d, axis = _largest(candidates, with_axes)
         if not with_axes:
             return (d,)
         sign = jnp.where(_dot(axis, t) >= 0, 1.0, -1.0)
@@ -361,9 +359,10 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             inward = tuple(jnp.where(f, -jnp.sign(x), 0.0) for f, x in zip(face, p))
             local = tuple(jnp.where(outside > 0, a, b) for a, b in zip(away, inward))
         if hull is not None:  # the bounding box's answer, then the hull's towards the centre
-            candidates = [(d, local)] + _hull_candidates(
-                hull, h, p, lambda a: radius, lambda x: _sphere_point(x, p, radius),
-                [_unit(p, _norm(p))],
+            candidates = [(d, local)]
+            candidates += _hull_candidates(
+                hull, p, lambda a: radius, lambda a: p, [_unit(p, _norm(p))],
+                _largest(candidates),
             )  # fmt: skip
             parts.append(best(candidates, p))
         elif with_axes:
@@ -376,12 +375,12 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         s = _local(u, vector(world.capsule_b - world.capsule_a))
         radius = along(world.capsule_radii)
         middle = tuple(a + 0.5 * b for a, b in zip(a0, s))
-        candidates = _box_capsule(a0, s, h, radius, with_axes)
+        candidates = _box_capsule(a0, s, h, radius, need_axes)
         if hull is not None:
-            x = _segment_point((0.0, 0.0, 0.0), a0, s, 0.0)  # nearest the hull's centre
+            x = _segment_centre_point(a0, s)
             candidates += _hull_candidates(
-                hull, h, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
-                lambda p: _segment_point(p, a0, s, radius), [_unit(x, _norm(x))],
+                hull, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
+                _segment_support(a0, s), [_unit(x, _norm(x))], _largest(candidates),
             )  # fmt: skip
         parts.append(best(candidates, middle))
     if nb:
@@ -389,11 +388,11 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         axes = pose_rotations(world.box_poses)
         v = tuple(_local(u, vector(axes[..., :, j])) for j in range(3))
         h2 = tuple(along(world.box_half_extents[..., j]) for j in range(3))
-        candidates = _box_box(t, v, h, h2, with_axes)
+        candidates = _box_box(t, v, h, h2, need_axes)
         if hull is not None:
             candidates += _hull_candidates(
-                hull, h, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
-                lambda p: _box_point(p, t, v, h2), list(v),
+                hull, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
+                _box_support(t, v, h2), list(v), _largest(candidates),
             )  # fmt: skip
         parts.append(best(candidates, t))
     if nh:  # exact: the corner deepest against the normal
@@ -415,13 +414,13 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         t = point(world.cylinder_poses[..., 4:])
         z = _local(u, vector(pose_rotations(world.cylinder_poses)[..., :, 2]))
         radius, height = along(world.cylinder_radii), along(world.cylinder_half_heights)
-        candidates = _box_cylinder(t, z, h, radius, height, with_axes)
+        candidates = _box_cylinder(t, z, h, radius, height, need_axes)
         if hull is not None:
             reach_o = lambda a: _cylinder_reach(a, z, radius, height)
             across = tuple(a - _dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
             candidates += _hull_candidates(
-                hull, h, t, reach_o, lambda p: _cylinder_point(p, t, z, radius, height),
-                [z, _unit(across, _norm(across))],
+                hull, t, reach_o, _cylinder_support(t, z, radius, height),
+                [z, _unit(across, _norm(across))], _largest(candidates),
             )  # fmt: skip
         parts.append(best(candidates, t))
     return parts
@@ -489,6 +488,7 @@ def _on_axis_1(a: jax.Array) -> jax.Array:
     return a[None, :, None]
 
 
+@jax.jit  # eager calls too: GJK's loop compiles once per shape
 def box_obstacle_terms(
     centers: jax.Array,
     axes: jax.Array,
@@ -584,6 +584,7 @@ def robot_box_distances(
     )
 
 
+@jax.jit  # eager calls too: GJK's loop compiles once per shape
 def box_distances(
     centers: jax.Array,
     axes: jax.Array,
