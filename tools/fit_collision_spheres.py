@@ -24,7 +24,7 @@ vertices and surface samples exactly plus 1 mm; fewer spheres when the overshoot
 already <= ``TOLERANCE`` (a target, not a guarantee: :func:`~pyroki_ros.collision.fitting.mesh_overshoot`
 measures a fit's bound; this tool does not print it). Primitive collision geometry is covered exactly by :func:`pyroki_ros.collision.cover_box`
 and friends, except the boxes of ``BOX_LINKS`` (the Panda's fingers), which stay boxes; the
-meshes of ``HULL_LINKS`` (the Panda's forearm and hand) are kept as their convex hulls instead. Link names
+meshes of ``HULL_LINKS`` (the Panda's hand) are kept as their convex hulls instead. Link names
 and frames of the original and the mesh-free URDF are the same (checked).
 
 Links in ``COARSE_LINKS`` keep the default set's spheres (see there). The tight spheres are
@@ -102,11 +102,12 @@ BOX_LINKS = {"panda": ("panda_leftfinger", "panda_rightfinger"), "ur5": ()}
 # spheres. The Panda's hand passes 0.3-1.5 mm from the objects of some MotionBenchMaker
 # grasps: its spheres, and then 4 boxes around it (the file at commit 7733759), reached
 # 1.6-5.8 mm past the mesh there (table_pick/5 of the tuning set, table_pick/9 of the
-# second set: every goal configuration in collision). The forearm (panda_link5) passes
-# 1.3-2.9 mm from a cage's walls at some cage goals that its spheres overlapped by 2.2-6.6
-# mm (cage/7 and /8 of the tuning set, cage/0 and /5 of the second: every goal in
-# collision); as a hull, measured with GJK, each is clear (docs/benchmarks/mbm_fine_*.md).
-HULL_LINKS = {"panda": ("panda_link5", "panda_hand"), "ur5": ()}
+# second set: every goal configuration in collision). The forearm (panda_link5) keeps its
+# spheres: as its hull (commit ce36b89) the cage goals its spheres rule out are clear, but
+# its paths then pass as near obstacles as the real forearm may, where the judge's
+# (robometrics') forearm spheres reach up to 6.4 mm further: 2 false successes in 75 on the
+# evaluation set (README, docs/benchmarks/mbm_forearm_hull.md).
+HULL_LINKS = {"panda": ("panda_hand",), "ur5": ()}
 # Extra self-collision clearance per link (RobotSpheres.create's self_buffer), m: the Panda's
 # base and shoulder links kept 5 cm further from the rest of the arm, the convention of
 # robometrics' and cuRobo's Franka files that MotionBenchMaker plans are judged by. On 100,000
