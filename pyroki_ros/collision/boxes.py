@@ -200,7 +200,8 @@ def _box_capsule(a0, s, h, radius, with_axes):
 # and the radial direction to the hull) and along the direction between the two shapes'
 # nearest points that GJK finds from the best of those (gjk.py). Every gap is the exact
 # separation of the hull's and the obstacle's projections, so the largest is still a
-# conservative distance; apart, it is the distance (within GJK's convergence, ~0.05 mm).
+# conservative distance; apart, it is the distance (within GJK's convergence: 0.1 mm, 0.5
+# mm to a cylinder's rim, test_robot_hulls.py).
 # Obstacles per hull and configuration measured as the hull in the planner's search
 # (nearest_box_obstacle_t): the nearest by the hull's bounding box.
 NEAREST_HULL = 2
@@ -219,8 +220,8 @@ def _support(hull, a):
 def _support_point(hull, a):
     """The hull's vertex furthest along local a (components; hull rows on the first axis).
 
-    Speed: GJK takes nine of these per pair. ``jnp.argmax`` over the vertices costs ten
-    times the ``max`` on a CPU (XLA reduces (value, index) pairs), so the index rides in the
+    Speed: GJK takes one of these per round and pair. ``jnp.argmax`` over the vertices
+    costs five to seven times the ``max`` on a CPU (XLA reduces (value, index) pairs), so the index rides in the
     low bits of the value's bit pattern (order-kept as an integer) and one integer ``max``
     finds both; the vertex found is the furthest or within a relative 2^-15 of it, which
     only GJK's convergence sees (bench/box_distance_speed.py: "support point")."""
@@ -248,11 +249,7 @@ def _hull_candidates(hull, t, reach_o, support_o, axes, start):
     the direction GJK finds (gjk.py) from the best of those and ``start`` (the bounding
     box's best axis); ``support_o(a)``: the obstacle's point furthest along local a."""
     out = [(_hull_gap(hull, t, reach_o, a), a) for a in axes]
-    d, axis = start
-    for gap, a in out:
-        better = gap > d
-        axis = tuple(jnp.where(better, x, y) for x, y in zip(a, axis))
-        d = jnp.maximum(d, gap)
+    _, axis = _largest([start, *out])
     sign = jnp.where(_dot(axis, t) >= 0, -1.0, 1.0)  # from the obstacle to the hull
     v = gjk.separation(lambda a: _support_point(hull, a), support_o, tuple(sign * x for x in axis))
     v = tuple(jax.lax.stop_gradient(x) for x in v)
@@ -349,7 +346,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         outside = _norm(tuple(jnp.maximum(e, 0.0) for e in excess))
         deepest = jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2])
         d = outside + jnp.minimum(deepest, 0.0) - radius
-        if with_axes or hull is not None:
+        if need_axes:
             # Outside: from the sphere to the box's nearest point; inside: out through the
             # nearest face.
             first = (excess[0] >= excess[1]) & (excess[0] >= excess[2])
@@ -426,16 +423,31 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
     return parts
 
 
+def _rows(c, u, h, rows: slice):
+    """The component arrays of :func:`_pairs`' robot boxes ``rows`` only."""
+    return (
+        tuple(a[rows] for a in c),
+        tuple(tuple(a[rows] for a in axis) for axis in u),
+        tuple(a[rows] for a in h),
+    )
+
+
+def _nearer(a, b):
+    """Of two (distance, normal, witness) answers, per element the one nearer."""
+    closer = a[0] < b[0]
+    pick = lambda x, y: tuple(jnp.where(closer, p, q) for p, q in zip(x, y))
+    return jnp.where(closer, a[0], b[0]), pick(a[1], b[1]), pick(a[2], b[2])
+
+
 def _hull_components(vertices: jax.Array, dtype):
     """Hull vertices (H, V, 3) as the component arrays :func:`_pairs` takes (three
     (H, 1, 1, V): rows, obstacles, configurations, vertices)."""
     return tuple(vertices[:, None, None, :, k].astype(dtype) for k in range(3))
 
 
-def _grouped_pairs(c, u, h, vertices, world, along, with_axes: bool, counts=None):
+def _grouped_pairs(c, u, h, vertices, world: World, with_axes: bool):
     """:func:`_pairs` of plain boxes and of hulls (the last H rows, ``vertices`` (H, V, 3)
-    or None), rows joined again. ``world``: a World, or a function of a row slice giving
-    the obstacles laid out for those rows."""
+    or None) against every obstacle, rows joined again."""
     x = h[0].shape[0]
     cut = x - (0 if vertices is None else vertices.shape[0])
     groups = []
@@ -444,18 +456,7 @@ def _grouped_pairs(c, u, h, vertices, world, along, with_axes: bool, counts=None
             continue
         if hull is not None:
             hull = _hull_components(hull, c[0].dtype)
-        groups.append(
-            _pairs(
-                tuple(a[rows] for a in c),
-                tuple(tuple(a[rows] for a in axis) for axis in u),
-                tuple(a[rows] for a in h),
-                world(rows) if callable(world) else world,
-                along,
-                with_axes,
-                counts,
-                hull,
-            )
-        )
+        groups.append(_pairs(*_rows(c, u, h, rows), world, _on_axis_1, with_axes, None, hull))
     if len(groups) == 1:
         return groups[0]
 
@@ -511,7 +512,7 @@ def box_obstacle_terms(
     batch = centers.shape[:-2]
     flat_c, flat_u = centers.reshape(-1, *centers.shape[-2:]), axes.reshape(-1, *axes.shape[-3:])
     c, u, h = _components(flat_c, flat_u, half_extents)
-    parts = _grouped_pairs(c, u, h, hull_vertices, world, _on_axis_1, True)
+    parts = _grouped_pairs(c, u, h, hull_vertices, world, True)
     x_count = centers.shape[-2]
     if not parts:
         shape = (*batch, x_count, 0)
@@ -599,7 +600,7 @@ def box_distances(
     batch, x_count = centers.shape[:-2], centers.shape[-2]
     flat_c, flat_u = centers.reshape(-1, *centers.shape[-2:]), axes.reshape(-1, *axes.shape[-3:])
     c, u, h = _components(flat_c, flat_u, half_extents)
-    parts = _grouped_pairs(c, u, h, hull_vertices, world, _on_axis_1, False)
+    parts = _grouped_pairs(c, u, h, hull_vertices, world, False)
     if not parts:
         return jnp.zeros((*batch, x_count, 0), centers.dtype)
     d = jnp.concatenate(
@@ -655,9 +656,7 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_ve
             """Distance, normal and witness (X', B) of boxes ``rows`` to the obstacle of
             ``index`` (X, B) each."""
             parts = _pairs(
-                tuple(a[rows] for a in c),
-                tuple(tuple(a[rows] for a in axis) for axis in u),
-                tuple(a[rows] for a in h),
+                *_rows(c, u, h, rows),
                 world.take(kind, index[rows, None, :]),
                 lambda a: a,
                 True,
@@ -680,29 +679,13 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_ve
             hulls = None
             for k in range(NEAREST_HULL):
                 dk, hd, normal, witness = found[2 * k][rows], *terms(rows, found[2 * k + 1], hull)
-                hd = jnp.where(dk >= FAR, FAR, hd)
-                if hulls is None:
-                    hulls = (hd, normal, witness)
-                else:
-                    closer = hd < hulls[0]
-                    hulls = (
-                        jnp.where(closer, hd, hulls[0]),
-                        tuple(jnp.where(closer, x, y) for x, y in zip(normal, hulls[1])),
-                        tuple(jnp.where(closer, x, y) for x, y in zip(witness, hulls[2])),
-                    )
+                slot = (jnp.where(dk >= FAR, FAR, hd), normal, witness)
+                hulls = slot if hulls is None else _nearer(slot, hulls)
             hull_d = jnp.minimum(hulls[0], found[-1][rows])
             kind_best = (
                 jnp.concatenate([d[:cut], hull_d]),
                 tuple(jnp.concatenate([x, y]) for x, y in zip(plain[1], hulls[1])),
                 tuple(jnp.concatenate([x, y]) for x, y in zip(plain[2], hulls[2])),
             )
-        if best is None:
-            best = kind_best
-        else:
-            closer = kind_best[0] < best[0]
-            best = (
-                jnp.where(closer, kind_best[0], best[0]),
-                tuple(jnp.where(closer, x, y) for x, y in zip(kind_best[1], best[1])),
-                tuple(jnp.where(closer, x, y) for x, y in zip(kind_best[2], best[2])),
-            )
+        best = kind_best if best is None else _nearer(kind_best, best)
     return best

@@ -110,7 +110,7 @@ class RobotSpheres:
         box_link_indices, box_link_names: (X,) static, each box's link.
         hull_vertices: (H, V, 3) the vertices of the last H boxes' convex hulls, in their
             box's frame (the box is the hull's bounding box): links whose real geometry is
-            a convex mesh (the Panda's hand and forearm), checked as that hull
+            a convex mesh (the Panda's hand), checked as that hull
             (:mod:`pyroki_ros.collision.boxes`); a hull with fewer than V vertices repeats
             its first.
 

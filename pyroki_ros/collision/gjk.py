@@ -21,17 +21,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-# Rounds per pair; every round costs one support of each shape. On the random poses of
+# Rounds per pair; every round costs one support of each shape. 12 meets the tolerances of
 # test_robot_hulls.py's convex-distance test (the Panda hand's hull against every kind,
-# 0-30 mm apart) 8 rounds left a box 1.2 mm and a cylinder 4.7 mm short of the distance,
-# 12 rounds within 0.01 and 0.5 mm (a cylinder's curved rim converges slowest).
+# 0-30 mm apart: 0.1 mm, 0.5 mm to a cylinder, whose curved rim converges slowest); in
+# probes with 8 a few pairs stopped millimetres short (2026-11-28 note on issue 16).
 GJK_ROUNDS = 12
 
 # Directions are tilted by this much (relative) before a support is taken. At a tie (GJK's
 # direction across a face, square to the face's edges) XLA may compute a point's three
 # coordinates in separate loops whose float rounding (fused multiply-adds or not) breaks
 # the tie differently: x from one corner, y from another, a point outside the shape and a
-# distance too short (seen: a box 0.8 mm short at 37 mm, a capsule 10 mm at 8 cm). Tilted,
+# distance too short (in probes, by up to centimetres; eager execution was right). Tilted,
 # no tie is left within rounding; the support found is off by ~1e-5 of the shapes' size.
 _TILT = (1.3e-5, 0.7e-5, 1.1e-5)
 _REL = 1e-9  # a simplex face whose Gram determinant is below this, relative, is degenerate
