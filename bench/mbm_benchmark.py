@@ -88,18 +88,18 @@ def make_planner(
     plan_seed: int | None = None,
 ) -> Planner:
     from pyroki_ros import Robot
-    from pyroki_ros.collision import RobotSpheres
+    from pyroki_ros.collision import RobotSpheres, embedded_path, exact_hull_links
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
     from pyroki_ros.robots import urdf_path
 
     robot = Robot.from_urdf(urdf_path("panda"))
-    if spheres_file is not None:
-        spheres = RobotSpheres.from_yaml(robot, spheres_file)
-        model = f"the model in {spheres_file}"
-    else:
-        spheres = RobotSpheres.embedded("panda", robot, fine=fine)
-        model = f"the bundled {'fine' if fine else 'default'} model"
+    path = spheres_file or embedded_path("panda", fine=fine)
+    spheres = RobotSpheres.from_yaml(robot, path)
+    model = f"the model in {spheres_file}" if spheres_file else "the bundled "
+    model += "" if spheres_file else f"{'fine' if fine else 'default'} model"
     options = {} if buckets is None else {"obstacle_buckets": buckets}
+    if exact_hull_links(path):  # the file's exact model: the plans' fallback
+        options["exact"] = RobotSpheres.from_yaml(robot, path, exact=True)
     optimizer = TrajectoryOptimizer(robot, spheres, **options)
     arm = tuple(j for j in robot.joint_names if j in mc.ARM_JOINTS)
     params = inspect.signature(optimizer.plan).parameters
@@ -110,6 +110,11 @@ def make_planner(
             + f" for obstacles, {spheres.n_pairs} self pairs), not robometrics'"
         ),
     ]
+    if optimizer.exact is not None:
+        notes.append(
+            f"exact model: {', '.join(optimizer.exact_links)} as its mesh hull, the plans' "
+            "fallback when the spheres put every goal configuration in collision"
+        )
     if buckets is not None:
         notes.append(f"`obstacle_buckets={tuple(buckets)}` (obstacles per kind padded to these)")
     if start_batches is not None:

@@ -218,3 +218,50 @@ def test_plans_that_were_false_successes_pass_the_independent_check():
         result = mb.run_problem(planner, problems[name])
         assert not result.false_success, (name, result.verdict.reason)
         assert result.planner_ok, (name, result.message)  # and the planner still succeeds
+
+
+@pytest.mark.slow
+def test_goals_the_spheres_rule_out_plan_with_the_exact_model(tmp_path):
+    """Tuning cage/8 and the second set's cage/5: the fine spheres put every goal
+    configuration in collision (the forearm, panda_link5, 6.0-8.5 mm into the cage's wall,
+    docs/benchmarks/mbm_fine_tuning.md, mbm_fine_seed2.md) where the real forearm is
+    clear. The bundled file's exact model (the forearm as its mesh hull) is the plan's
+    fallback: the plan says it used it, and the path passes the independent check. The same
+    file without ``exact_hulls`` refuses the goal (GOAL_IN_COLLISION, named contact)."""
+    import json
+
+    import mbm_benchmark as mb
+
+    from pyroki_ros import objectives as O
+    from pyroki_ros.planning.trajopt import GOAL_IN_COLLISION
+    from pyroki_ros.robots import urdf_path
+
+    planner = mb.make_planner(fine=True, timeout=TEST_BUDGET_S, start_collision="escape")
+    assert planner.optimizer.exact_links == ("panda_link5",)
+    problems = [
+        {p.name: p for p in mp.load_problems(mp.TUNING_SET)}["cage/8"],
+        {p.name: p for p in mp.load_problems(mc.DATA / "generated_seed2.yaml")}["cage/5"],
+    ]
+    for problem in problems:
+        result = mb.run_problem(planner, problem)
+        assert result.planner_ok, (problem.name, result.message)
+        assert "with the exact model (panda_link5)" in result.message
+        assert result.verdict.ok, (problem.name, result.verdict.reason)
+    text = urdf_path("panda").with_name("panda_spheres_fine.yaml").read_text()
+    config = json.loads("\n".join(x for x in text.splitlines() if not x.startswith("#")))
+    config.pop("exact_hulls")
+    (tmp_path / "spheres.yaml").write_text(json.dumps(config))
+    spheres_only = mb.make_planner(
+        spheres_file=tmp_path / "spheres.yaml", timeout=TEST_BUDGET_S, start_collision="escape"
+    )
+    assert spheres_only.optimizer.exact is None
+    problem = problems[0]
+    refused = spheres_only.optimizer.plan(
+        mb.start_configuration(spheres_only, problem),
+        [O.pose(mc.GOAL_LINK, np.asarray(problem.goal_pose))],
+        world=mb.to_world(problem),
+        active_joints=spheres_only.arm,
+        **spheres_only.plan_options,
+    )
+    assert not refused.success and refused.reason == GOAL_IN_COLLISION
+    assert "panda_link5" in refused.message and "exact model" not in refused.message

@@ -340,32 +340,33 @@ def test_grasps_the_hand_boxes_ruled_out(problems, name, boxes):
         ("generated_seed2.yaml", "cage/5"),
     ],
 )
-def test_cage_goals_the_forearm_spheres_ruled_out(problems, name, tmp_path):
+def test_cage_goals_the_forearm_spheres_ruled_out(problems, name):
     """MotionBenchMaker cage goals whose real geometry is 1.3-2.9 mm clear of a wall, where
     the fine set's forearm spheres overlap the wall by 2.2-6.6 mm (every goal configuration
-    in collision: docs/benchmarks/mbm_fine_tuning.md, mbm_fine_seed2.md). With the forearm
-    (panda_link5) as the hull of its collision mesh (the bundled set's file, its spheres
-    swapped for the hull of test/data's link5.stl), GJK measures it never nearer than the
-    real mesh says (test/mbm_mesh.py, numpy) where the mesh's nearest link is the forearm,
-    and some own goal configuration of each problem is clear for the whole model, as none
-    is with the bundled set. (The bundled set keeps the spheres: README, "The forearm".)"""
-    import json
+    in collision: docs/benchmarks/mbm_fine_tuning.md, mbm_fine_seed2.md). The bundled
+    file's exact model, the plans' fallback, has the forearm (panda_link5) as the hull of
+    its collision mesh: the hull of test/data's link5.stl (scipy), and GJK measures it never
+    nearer than the real mesh says (test/mbm_mesh.py, numpy) where the mesh's nearest link
+    is the forearm; some own goal configuration of each problem is clear for the whole
+    exact model, as none is for the spheres."""
+    import dataclasses
 
     import mbm_benchmark as mb
     import mbm_goal_clearance
     import mbm_problems as mp
-    import yaml
     from scipy.spatial import ConvexHull
 
     (problem,) = [p for p in mp.load_problems(Path(mb.mc.DATA) / problems) if p.name == name]
     bundled = mb.make_planner(fine=True)
     assert mb.own_goals_clear(bundled, problem).startswith("0/")
-    config = yaml.safe_load(urdf_path("panda").with_name("panda_spheres_fine.yaml").read_text())
-    config["spheres"].pop("panda_link5")
+    exact = bundled.optimizer.exact
     forearm_mesh = mbm_mesh.read_stl(mbm_mesh.GEOMETRY / "link5.stl").reshape(-1, 3)
-    config["hulls"]["panda_link5"] = forearm_mesh[ConvexHull(forearm_mesh).vertices].tolist()
-    (tmp_path / "hulls.yaml").write_text(json.dumps(config))
-    planner = mb.make_planner(spheres_file=tmp_path / "hulls.yaml")
+    hull = forearm_mesh[ConvexHull(forearm_mesh).vertices]
+    bundled_hull = np.asarray(exact.spheres.hulls_config()["panda_link5"])
+    assert len(bundled_hull) == len(hull)
+    gaps = np.linalg.norm(bundled_hull[:, None] - hull[None], axis=-1).min(1)
+    assert gaps.max() < 1e-5  # the same points (the file rounds to 1 um)
+    planner = dataclasses.replace(bundled, optimizer=exact, spheres=exact.spheres)
     arm = np.asarray(problem.goal_ik, np.float64).reshape(-1, 7)
     links = mbm_goal_clearance.link_clearances(planner, problem, mb.configurations(planner, arm))
     forearm = np.asarray(links["panda_link5"], np.float64)
@@ -374,3 +375,34 @@ def test_cage_goals_the_forearm_spheres_ruled_out(problems, name, tmp_path):
     assert np.all(forearm[by_forearm] <= mesh[by_forearm] + 1e-5)
     clear = int(mb.own_goals_clear(planner, problem).split("/")[0])
     assert clear > 0, (forearm, mesh)
+
+
+def test_a_sphere_file_s_exact_model_swaps_its_links_spheres_for_their_hulls(tmp_path):
+    """``exact_hulls`` in a sphere file: the default model keeps the links' spheres, the
+    exact model (from_yaml(exact=True)) has those links' hulls instead and everything else
+    the same; a file without them names none and has no exact model."""
+    import json
+
+    robot = Robot.from_urdf(urdf_path("panda"))
+    path = col.embedded_path("panda", fine=True)
+    assert col.exact_hull_links(path) == ("panda_link5",)
+    spheres = RobotSpheres.from_yaml(robot, path)
+    exact = RobotSpheres.from_yaml(robot, path, exact=True)
+    assert RobotSpheres.embedded("panda", robot, fine=True, exact=True).n_hulls == exact.n_hulls
+    world = np.array([r == "world" for r in spheres.roles])
+    on_forearm = np.array([n == "panda_link5" for n in spheres.link_names])
+    assert np.any(world & on_forearm)
+    assert not any(
+        n == "panda_link5" and r == "world" for n, r in zip(exact.link_names, exact.roles)
+    )
+    assert exact.n_spheres == spheres.n_spheres - int(np.sum(world & on_forearm))
+    assert exact.n_hulls == spheres.n_hulls + 1
+    assert exact.box_link_names == (*spheres.box_link_names, "panda_link5")
+    assert exact.self_pairs.shape == spheres.self_pairs.shape  # self-collision unchanged
+    text = path.read_text()
+    config = json.loads("\n".join(x for x in text.splitlines() if not x.startswith("#")))
+    config.pop("exact_hulls")
+    (tmp_path / "plain.yaml").write_text(json.dumps(config))
+    assert col.exact_hull_links(tmp_path / "plain.yaml") == ()
+    with pytest.raises(ValueError, match="no exact_hulls"):
+        RobotSpheres.from_yaml(robot, tmp_path / "plain.yaml", exact=True)

@@ -102,12 +102,16 @@ BOX_LINKS = {"panda": ("panda_leftfinger", "panda_rightfinger"), "ur5": ()}
 # spheres. The Panda's hand passes 0.3-1.5 mm from the objects of some MotionBenchMaker
 # grasps: its spheres, and then 4 boxes around it (the file at commit 7733759), reached
 # 1.6-5.8 mm past the mesh there (table_pick/5 of the tuning set, table_pick/9 of the
-# second set: every goal configuration in collision). The forearm (panda_link5) keeps its
-# spheres: as its hull (commit ce36b89) the cage goals its spheres rule out are clear, but
-# its paths then pass as near obstacles as the real forearm may, where the judge's
-# (robometrics') forearm spheres reach up to 6.4 mm further: 2 false successes in 75 on the
-# evaluation set (README, docs/benchmarks/mbm_forearm_hull.md).
+# second set: every goal configuration in collision).
 HULL_LINKS = {"panda": ("panda_hand",), "ur5": ()}
+# Links that keep their spheres and whose mesh hull is written as ``exact_hulls``: the exact
+# model a planner falls back to when the spheres put every goal configuration in collision
+# (RobotSpheres.from_yaml(exact=True)). The Panda's forearm spheres overlap cage walls by
+# 2.2-6.6 mm at goals where the real forearm is 1.3-2.9 mm clear; as its hull everywhere
+# (commit ce36b89) its paths passed as near obstacles as the real forearm may, where the
+# judge's (robometrics') forearm spheres reach up to 6.4 mm further: 2 false successes in
+# 75 on the evaluation set (README, "The forearm"; docs/benchmarks/mbm_forearm_hull.md).
+EXACT_HULL_LINKS = {"panda": ("panda_link5",), "ur5": ()}
 # Extra self-collision clearance per link (RobotSpheres.create's self_buffer), m: the Panda's
 # base and shoulder links kept 5 cm further from the rest of the arm, the convention of
 # robometrics' and cuRobo's Franka files that MotionBenchMaker plans are judged by. On 100,000
@@ -157,7 +161,7 @@ def grown(rows: list[list[float]], points: np.ndarray) -> list[list[float]]:
     return spheres.tolist()
 
 
-def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> None:
+def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore, exact_hulls) -> None:
     # JSON-style (flow) YAML: pyroki_ros reads it without PyYAML.
     kept = ", ".join(COARSE_LINKS[name])
     lines = [
@@ -169,10 +173,11 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         "# spheres: checked against obstacles; boxes ([qw, qx, qy, qz, x, y, z, hx, hy, hz] in",
         "# the link frame: URDF <box> elements kept as boxes, BOX_LINKS) and hulls ([x, y, z]",
         "# in the link frame: the vertices of a collision mesh's convex hull, HULL_LINKS) too,",
-        "# by a conservative distance; self_spheres: checked for self-collision (the",
-        f"# default set, {name}_spheres.yaml); ignore: link pairs left out of self-collision",
-        "# checking (rule in the tool's docstring); self_buffer: extra self-collision clearance",
-        "# per link, m (SELF_BUFFER in the tool).",
+        "# by a conservative distance; exact_hulls: the mesh hulls of links that keep their",
+        "# spheres, for the exact model (EXACT_HULL_LINKS); self_spheres: checked for",
+        f"# self-collision (the default set, {name}_spheres.yaml); ignore: link pairs left out",
+        "# of self-collision checking (rule in the tool's docstring); self_buffer: extra",
+        "# self-collision clearance per link, m (SELF_BUFFER in the tool).",
         *([f"# Obstacle spheres of {kept}: the default set's,"] if kept else []),
         *(["# radii grown to contain the mesh (COARSE_LINKS in the tool)."] if kept else []),
         "{",
@@ -182,9 +187,10 @@ def write_yaml(path: pathlib.Path, name: str, source: str, spheres, ignore) -> N
         ("self_spheres", spheres.to_config("self"), ".4f"),
         ("boxes", spheres.boxes_config(), ".6g"),
         ("hulls", spheres.hulls_config(), ".6g"),
+        ("exact_hulls", exact_hulls, ".6g"),
     ]
     for key, config, form in mappings:
-        if not config and key in ("boxes", "hulls"):
+        if not config and key in ("boxes", "hulls", "exact_hulls"):
             continue
         lines.append(f'  "{key}": {{')
         for n, (link, rows) in enumerate(config.items()):
@@ -241,16 +247,20 @@ def main() -> None:
         rule = default_ignore(robot, collision.RobotSpheres.from_config(robot, coarse.to_config()))
         if [tuple(p) for p in rule] != ignore:
             print(f"{name}: the rule now gives {rule}, the default set lists {ignore}")
-        hulls = {}
-        for link in HULL_LINKS[name]:
+        hulls, exact_hulls = {}, {}
+        for link in HULL_LINKS[name] + EXACT_HULL_LINKS[name]:
             points = fitting.collision_mesh_points(source, link, [args.share], 0)
-            hulls[link] = np.round(trimesh.convex.convex_hull(points).vertices, 6).tolist()
-            tight.pop(link)
+            hull = np.round(trimesh.convex.convex_hull(points).vertices, 6).tolist()
+            if link in HULL_LINKS[name]:
+                hulls[link] = hull
+                tight.pop(link)
+            else:
+                exact_hulls[link] = hull
         final = collision.RobotSpheres.from_config(
             robot, tight, ignore, coarse.to_config(), SELF_BUFFER[name]
         ).with_boxes(robot, spheres.boxes_config(), hulls)
         out = REPO / "pyroki_ros" / "robots" / f"{name}_spheres_fine.yaml"
-        write_yaml(out, name, rel.removeprefix("example-robot-data/"), final, ignore)
+        write_yaml(out, name, rel.removeprefix("example-robot-data/"), final, ignore, exact_hulls)
         print(
             f"{name}: {int(final.world_mask.sum())} spheres and {final.n_boxes} boxes for "
             "obstacles and "

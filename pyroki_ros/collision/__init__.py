@@ -57,6 +57,8 @@ from pyroki_ros.collision.geometry import (
     WORLD_BUCKETS,
     RobotSpheres,
     World,
+    embedded_path,
+    exact_hull_links,
 )
 from pyroki_ros.collision.jacobians import SELF_GROUP, CollisionTerms, self_pair_groups
 from pyroki_ros.collision.rules import (
@@ -88,6 +90,8 @@ __all__ = [
     "cover_box",
     "cover_capsule",
     "cover_cylinder",
+    "embedded_path",
+    "exact_hull_links",
     "fit_spheres",
     "mesh_surface_points",
     "min_distance",

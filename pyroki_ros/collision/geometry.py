@@ -330,24 +330,46 @@ class RobotSpheres:
 
     @staticmethod
     def from_yaml(
-        robot: Robot, path: str | os.PathLike, ignore: Iterable[Sequence[str]] = ()
+        robot: Robot,
+        path: str | os.PathLike,
+        ignore: Iterable[Sequence[str]] = (),
+        *,
+        exact: bool = False,
     ) -> RobotSpheres:
         """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}``, an optional
         ``self_spheres`` of the same form (see :meth:`from_config`), optional ``boxes``
         and ``hulls`` (:meth:`with_boxes`), an optional ``self_buffer: {link: m}`` (:meth:`create`) and an
         optional ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
 
+        An optional ``exact_hulls: {link: [[x, y, z], ...]}`` holds the real shapes (convex
+        hulls of their collision meshes) of links that the spheres cover conservatively.
+        With ``exact`` the file's *exact model* comes back: those hulls in place of the
+        links' obstacle spheres (self-collision unchanged). A planner falls back to it when
+        the spheres put every goal configuration in collision
+        (``TrajectoryOptimizer(exact=...)``; :func:`exact_hull_links` names the links).
+
         Reads JSON-style (flow) YAML without PyYAML, so the core needs no YAML library.
+
+        Raises:
+            ValueError: as :meth:`from_config` and :meth:`with_boxes`; ``exact`` with a file
+                that has no ``exact_hulls``.
         """
         data = _load_yaml(pathlib.Path(path))
+        spheres, hulls = dict(data["spheres"]), dict(data.get("hulls") or {})
+        if exact:
+            closer = data.get("exact_hulls") or {}
+            if not closer:
+                raise ValueError(f"{path} has no exact_hulls: no exact model")
+            spheres = {link: rows for link, rows in spheres.items() if link not in closer}
+            hulls.update(closer)
         extra = [tuple(p) for p in ignore]
         return RobotSpheres.from_config(
             robot,
-            data["spheres"],
+            spheres,
             [tuple(p) for p in data.get("ignore", [])] + extra,
             data.get("self_spheres"),
             data.get("self_buffer"),
-        ).with_boxes(robot, data.get("boxes"), data.get("hulls"))
+        ).with_boxes(robot, data.get("boxes"), hulls)
 
     @staticmethod
     def embedded(
@@ -356,6 +378,7 @@ class RobotSpheres:
         ignore: Iterable[Sequence[str]] = (),
         *,
         fine: bool = False,
+        exact: bool = False,
     ) -> RobotSpheres:
         """The sphere set bundled for an embedded robot, with its default self-collision
         ignore list plus ``ignore``. ``robot`` defaults to the embedded URDF's model.
@@ -369,17 +392,15 @@ class RobotSpheres:
         fingers are their 8 URDF boxes and the hand the convex hull of its mesh,
         :meth:`with_boxes`) and the default set for self-collision (role "self"). Grasps
         in clutter that the default set sees as collisions become feasible
-        (docs/benchmarks/mbm.md and mbm_fine.md).
+        (docs/benchmarks/mbm.md and mbm_fine.md). ``exact``: the set's exact model
+        (:meth:`from_yaml`; the fine Panda set's: the forearm, panda_link5, as its mesh hull).
         """
-        from pyroki_ros.robots import urdf_path
-
-        suffix = "_spheres_fine.yaml" if fine else "_spheres.yaml"
-        path = urdf_path(name).with_name(f"{name}{suffix}")
-        if not path.is_file():
-            raise ValueError(f"no bundled collision spheres for robot {name!r}")
+        path = embedded_path(name, fine=fine)
         if robot is None:
+            from pyroki_ros.robots import urdf_path
+
             robot = Robot.from_urdf(urdf_path(name))
-        return RobotSpheres.from_yaml(robot, path, ignore)
+        return RobotSpheres.from_yaml(robot, path, ignore, exact=exact)
 
     @staticmethod
     def from_urdf(
@@ -503,6 +524,23 @@ def _check_buffer(
         if value > 0.0:
             out.append((str(link), value))
     return tuple(sorted(out))
+
+
+def embedded_path(name: str, *, fine: bool = False) -> pathlib.Path:
+    """The bundled sphere file of embedded robot ``name`` (:meth:`RobotSpheres.embedded`)."""
+    from pyroki_ros.robots import urdf_path
+
+    suffix = "_spheres_fine.yaml" if fine else "_spheres.yaml"
+    path = urdf_path(name).with_name(f"{name}{suffix}")
+    if not path.is_file():
+        raise ValueError(f"no bundled collision spheres for robot {name!r}")
+    return path
+
+
+def exact_hull_links(path: str | os.PathLike) -> tuple[str, ...]:
+    """The links a sphere file gives an exact model for (its ``exact_hulls``; () if none):
+    :meth:`RobotSpheres.from_yaml` with ``exact``."""
+    return tuple(_load_yaml(pathlib.Path(path)).get("exact_hulls") or ())
 
 
 def _load_yaml(path: pathlib.Path) -> dict:

@@ -104,7 +104,9 @@ def plan(
             take turns as the last knot: straight lines to each, then bent paths. When none
             is usable the plan stops at once: ``reason`` GOAL_UNREACHABLE (no IK solution)
             or GOAL_IN_COLLISION (every solution collides; the message names the contact).
-            A joint goal that collides: GOAL_IN_COLLISION too.
+            A joint goal that collides: GOAL_IN_COLLISION too. A planner with an exact
+            model (:attr:`TrajectoryOptimizer.exact`) first plans such a goal again with
+            it, in the time left (:func:`_exact_fallback`; the message says so).
         active_joints: joints that may move (default all); the others keep the start value.
         seed: of the random intermediate configurations (plans are deterministic).
         progress: optional callable taking a line of text per attempt (for a log; an
@@ -164,8 +166,9 @@ def plan(
         known = [_joint_goal(robot, goal, start, active)]
         ends = [_clearance(planner, known[0], world, contacts, active)]
         if ends[0] < 0:
-            return _collision(planner, known[0], world, contacts, active, t_count, clock,
-                              start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
+            refusal = _collision(planner, known[0], world, contacts, active, t_count, clock,
+                                 start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
+            return _exact_fallback(arguments, refusal, clock)
     else:
         names = None if active_joints is None else tuple(active_joints)
         found = goal_search.search(
@@ -177,11 +180,14 @@ def plan(
             budget=budget,
         )  # fmt: skip
         if found.reason:
-            return dataclasses.replace(
+            refusal = dataclasses.replace(
                 _refused(start, t_count, clock, found.message, found.reason),
                 position_errors=found.position_errors,
                 orientation_errors=found.orientation_errors,
             )
+            if found.reason != GOAL_IN_COLLISION:
+                return refusal
+            return _exact_fallback(arguments, refusal, clock)
         ends = list(found.clearances)
         known = list(found.configurations)
 
@@ -363,11 +369,7 @@ def _escape(
             f"{ESCAPE_REACH[-1]:g} rad of it no clear configuration is reachable without going deeper"
         )
         return _refused(start, t_count, clock, message, START_IN_COLLISION, depth)
-    given = {k: v for k, v in arguments.items() if k != "options"}
-    again = {**given, **arguments["options"], "start": escaped}
-    if again["timeout"] > 0:
-        again["timeout"] = max(again["timeout"] - (time.perf_counter() - clock), 1e-3)
-    result = plan(**again)
+    result = plan(**_again(arguments, clock, start=escaped))
     path = result.path.copy()
     path[0] = start
     deepest = _deepest(clearance, start, path[1])
@@ -384,6 +386,39 @@ def _escape(
         min_distance=min(result.min_distance, deepest),
         message=f"{result.message} ({note})",
         solve_seconds=time.perf_counter() - clock,
+    )
+
+
+def _again(arguments: dict, clock: float, **changes) -> dict:
+    """:func:`plan`'s ``arguments`` as given (its ``options`` among them) with ``changes``,
+    for a plan that starts over: its timeout cut to what is left since ``clock``."""
+    given = {k: v for k, v in arguments.items() if k != "options"}
+    again = {**given, **arguments["options"], **changes}
+    if again["timeout"] > 0:
+        again["timeout"] = max(again["timeout"] - (time.perf_counter() - clock), 1e-3)
+    return again
+
+
+def _exact_fallback(arguments: dict, refusal: PlanResult, clock: float) -> PlanResult:
+    """A plan whose goal configurations all collide for the planner's spheres, planned again
+    with its exact model (:attr:`TrajectoryOptimizer.exact`: links as their mesh hulls)
+    within the time left; ``refusal`` comes back when there is none, no obstacle (the models
+    differ only there) or no time. Spheres that contain a link reach millimetres past it:
+    a goal the real link clears by 1-3 mm (a forearm beside a cage's wall) can collide for
+    them. Only then does the plan use the exact model, whose paths pass as near obstacles as
+    the real link may: everywhere else the spheres' extra reach stays a margin."""
+    planner, world = arguments["planner"], arguments["world"]
+    timeout = arguments["timeout"]
+    late = timeout > 0 and time.perf_counter() - clock >= timeout
+    if planner.exact is None or world is None or world.n_obstacles == 0 or late:
+        return refusal
+    if arguments["progress"] is not None:
+        arguments["progress"](f"{refusal.message}: planning with the exact model")
+    result = plan(**_again(arguments, clock, planner=planner.exact))
+    links = ", ".join(planner.exact_links)
+    note = f"with the exact model ({links}); the spheres put every goal in collision"
+    return dataclasses.replace(
+        result, message=f"{result.message} ({note})", solve_seconds=time.perf_counter() - clock
     )
 
 
@@ -507,7 +542,8 @@ def warm_up(
     the pushes and refinements included, share one program: ``plan_rows``), the named
     contact of a failure's message, the global step's clearance check and, for a pose goal,
     the whole goal search, which a plan asks for only when its first goal configuration does
-    not do. Returns the plan's result."""
+    not do; among obstacles, the same for the planner's exact model (its fallback). Returns
+    the plan's result."""
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
     contacts = options.get("contacts", col.DEFAULT_CONTACTS)
     q = _checked_start(planner.robot, start)
@@ -520,6 +556,8 @@ def warm_up(
             planner, objectives, q, None, world, contacts, moving,
             np.random.default_rng(0), t_count=int(num_steps),
         )  # fmt: skip
+    if planner.exact is not None and world is not None and world.n_obstacles > 0:
+        warm_up(planner.exact, start, goal, world=world, num_steps=num_steps, **options)
     return result
 
 

@@ -101,8 +101,13 @@ class TrajectoryOptimizer:
         dense_samples: int = 4,
         max_programs: int = 32,
         obstacle_buckets: tuple[int, ...] = WORLD_BUCKETS,
+        exact: col.RobotSpheres | None = None,
     ):
-        """``max_programs``: compiled programs kept; past it the least recently used one is
+        """``exact``: a closer model of the same robot (a sphere file's exact model,
+        :meth:`col.RobotSpheres.from_yaml`: links as their mesh hulls) that a plan falls back
+        to when ``spheres`` puts every goal configuration in collision (:attr:`exact`,
+        :func:`pyroki_ros.planning.pipeline.plan`); its programs compile apart (the warm-up
+        compiles them too). ``max_programs``: compiled programs kept; past it the least recently used one is
         dropped with its memory (each request structure compiles one, so a client that varies
         structures cannot grow the process without bound). ``obstacle_buckets``: the counts
         each obstacle kind is padded up to (:meth:`World.padded`); coarser buckets
@@ -131,6 +136,23 @@ class TrajectoryOptimizer:
         from pyroki_ros.ik import IKSolver
 
         self.ik = IKSolver(robot, device=device)
+        # The exact model's planner (None without one); it shares this planner's IK.
+        self.exact: TrajectoryOptimizer | None = None
+        self.exact_links: tuple[str, ...] = ()  # links the exact model has as mesh hulls
+        if exact is not None:
+            if spheres is None:
+                raise ValueError("an exact model needs spheres to fall back from")
+            self.exact = TrajectoryOptimizer(
+                robot,
+                exact,
+                device=device,
+                dense_samples=dense_samples,
+                max_programs=max_programs,
+                obstacle_buckets=obstacle_buckets,
+            )
+            self.exact.ik = self.ik
+            hulls = exact.box_link_names[exact.n_boxes - exact.n_hulls :]
+            self.exact_links = tuple(sorted(set(hulls) - set(spheres.box_link_names)))
         # Start paths per optimisation of a plan, in turn: one at a time, stopping at the
         # first success, on every device. Eight at once on a GPU (the earlier default there)
         # planned the MotionBenchMaker evaluation set 4x slower on an H200 (median 304 ms

@@ -29,7 +29,6 @@ from pyroki_ros import collision as col
 from pyroki_ros.planning import timing
 from pyroki_ros.planning.trajopt import PlanResult, TrajectoryOptimizer
 from pyroki_ros.planning.trajopt import retarget as retarget_motion
-from pyroki_ros.robots import AVAILABLE
 from pyroki_ros.ros import responses
 from pyroki_ros.ros.deferred import core_budget
 from pyroki_ros.ros.model import LoadedModel
@@ -40,22 +39,36 @@ def load_spheres(model: LoadedModel, source: str) -> tuple[col.RobotSpheres | No
     """The robot's collision spheres: ``auto`` = the bundled set for an embedded robot of
     the same name (``fine``: its fine set), else fitted to the URDF's collision geometry; a YAML path; or ``""`` =
     no collision checking. Returns the spheres and a line for the log."""
+    spheres, _, note = _load_models(model, source)
+    return spheres, note
+
+
+def _load_models(
+    model: LoadedModel, source: str
+) -> tuple[col.RobotSpheres | None, col.RobotSpheres | None, str]:
+    """:func:`load_spheres` and the file's exact model (None without one: the planner's
+    fallback, :class:`TrajectoryOptimizer`'s ``exact``)."""
     robot = model.robot
     if not source:
-        return None, "collision checking off (collision_spheres is empty)"
-    if source in ("auto", "fine"):
-        if robot.name in AVAILABLE:
-            try:
-                spheres = col.RobotSpheres.embedded(robot.name, robot, fine=source == "fine")
-                return spheres, f"bundled {source} collision spheres for '{robot.name}'"
-            except ValueError:
-                pass  # same name, other links: fit this URDF instead
-        spheres = col.RobotSpheres.from_urdf(robot, model.urdf)
-        if spheres.n_spheres == 0:
-            return None, "no collision geometry in the URDF: collision checking off"
-        return spheres, f"{spheres.n_spheres} spheres from the URDF collision geometry"
-    spheres = col.RobotSpheres.from_yaml(robot, Path(source))
-    return spheres, f"collision spheres from {source}"
+        return None, None, "collision checking off (collision_spheres is empty)"
+    if source not in ("auto", "fine"):
+        path, note = Path(source), f"collision spheres from {source}"
+        spheres = col.RobotSpheres.from_yaml(robot, path)
+    else:
+        try:  # the bundled set; an embedded robot's name with other links: fit this URDF
+            path = col.embedded_path(robot.name, fine=source == "fine")
+            spheres = col.RobotSpheres.from_yaml(robot, path)
+            note = f"bundled {source} collision spheres for '{robot.name}'"
+        except ValueError:
+            spheres = col.RobotSpheres.from_urdf(robot, model.urdf)
+            if spheres.n_spheres == 0:
+                return None, None, "no collision geometry in the URDF: collision checking off"
+            return spheres, None, f"{spheres.n_spheres} spheres from the URDF collision geometry"
+    exact = None
+    if links := col.exact_hull_links(path):
+        exact = col.RobotSpheres.from_yaml(robot, path, exact=True)
+        note += f" (exact model: {', '.join(links)} as mesh hulls, the plans' fallback)"
+    return spheres, exact, note
 
 
 class Planner:
@@ -63,7 +76,7 @@ class Planner:
 
     def __init__(self, model: LoadedModel, collision_spheres: str):
         self.model = model
-        spheres, self.note = load_spheres(model, collision_spheres)
+        spheres, exact, self.note = _load_models(model, collision_spheres)
         # Coarse obstacle buckets: a node serves a planning scene that changes, and every
         # scene of up to 16 boxes and cylinders then plans with the programs its warm-up
         # compiled (:func:`warm_up`) instead of compiling for a new count.
@@ -73,6 +86,7 @@ class Planner:
             device=model.device.platform,
             max_programs=model.max_programs,
             obstacle_buckets=col.COARSE_WORLD_BUCKETS,
+            exact=exact,
         )
         self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
         # Retargeting structures compiled (retarget_key), least recently used first; as many
