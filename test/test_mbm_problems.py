@@ -247,6 +247,21 @@ def test_goals_the_spheres_rule_out_plan_with_the_exact_model(tmp_path):
         assert result.planner_ok, (problem.name, result.message)
         assert "with the exact model (panda_link5)" in result.message
         assert result.verdict.ok, (problem.name, result.verdict.reason)
+    # A joint goal too: cage/8's own goal configuration (clear of the real meshes).
+    problem = problems[0]
+    goal = mb.configurations(planner, np.asarray(problem.goal_ik, np.float64).reshape(-1, 7))
+    joint = planner.optimizer.plan(
+        mb.start_configuration(planner, problem),
+        goal[0],
+        world=mb.to_world(problem),
+        active_joints=planner.arm,
+        **planner.plan_options,
+    )
+    assert joint.success and "with the exact model (panda_link5)" in joint.message
+    names = list(planner.robot.joint_names)
+    path = np.asarray(joint.path, np.float64)[:, [names.index(j) for j in mc.PANDA.joint_names]]
+    verdict = mc.check_path(path, problem.goal_pose, problem.scene)
+    assert verdict.ok, verdict.reason
     text = urdf_path("panda").with_name("panda_spheres_fine.yaml").read_text()
     config = json.loads("\n".join(x for x in text.splitlines() if not x.startswith("#")))
     config.pop("exact_hulls")

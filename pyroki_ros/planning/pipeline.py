@@ -543,7 +543,9 @@ def warm_up(
     contact of a failure's message, the global step's clearance check and, for a pose goal,
     the whole goal search, which a plan asks for only when its first goal configuration does
     not do; among obstacles, the same for the planner's exact model (its fallback). Returns
-    the plan's result."""
+    the plan's result. A ``timeout`` in ``options`` is not applied: a budget would stop the
+    plan before its later steps (the global step, more start paths) compile."""
+    options = {**options, "timeout": 0.0}
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
     contacts = options.get("contacts", col.DEFAULT_CONTACTS)
     q = _checked_start(planner.robot, start)
