@@ -25,7 +25,7 @@ from pyroki_ros.model.limits import MEASURED_SLACK
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.planning import goals as goal_search
 from pyroki_ros.planning import rrt
-from pyroki_ros.planning.budget import PlanBudget
+from pyroki_ros.planning.budget import CompileFreeClock, PlanBudget
 from pyroki_ros.planning.problem import (
     GOAL_IN_COLLISION,
     START_IN_COLLISION,
@@ -136,6 +136,7 @@ def plan(
     """
     arguments = dict(locals())  # every argument as given: _escape plans again with all of them
     clock = time.perf_counter()
+    spent = CompileFreeClock(clock)  # what counts against ``timeout``
     robot = planner.robot
     start = _checked_start(robot, start)
     if num_steps < 2:
@@ -150,7 +151,7 @@ def plan(
         )
     start_clearance = _clearance(planner, start, world, contacts, active)
     if start_clearance < 0 and start_collision == "escape":
-        return _escape(arguments, start, active, start_clearance, clock)
+        return _escape(arguments, start, active, start_clearance, clock, spent)
     if start_clearance < 0:
         return _collision(planner, start, world, contacts, active, t_count, clock, start=start)
     rng = np.random.default_rng(seed)
@@ -168,7 +169,7 @@ def plan(
         if ends[0] < 0:
             refusal = _collision(planner, known[0], world, contacts, active, t_count, clock,
                                  start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
-            return _exact_fallback(arguments, refusal, clock)
+            return _exact_fallback(arguments, refusal, clock, spent)
     else:
         names = None if active_joints is None else tuple(active_joints)
         found = goal_search.search(
@@ -187,7 +188,7 @@ def plan(
             )
             if found.reason != GOAL_IN_COLLISION:
                 return refusal
-            return _exact_fallback(arguments, refusal, clock)
+            return _exact_fallback(arguments, refusal, clock, spent)
         ends = list(found.clearances)
         known = list(found.configurations)
 
@@ -335,7 +336,12 @@ def _overlap(planner: TrajectoryOptimizer, q, world, contacts, active) -> tuple[
 
 
 def _escape(
-    arguments: dict, start: np.ndarray, active: np.ndarray, start_clearance: float, clock: float
+    arguments: dict,
+    start: np.ndarray,
+    active: np.ndarray,
+    start_clearance: float,
+    clock: float,
+    spent: CompileFreeClock,
 ) -> PlanResult:
     """Plans out of a start in collision (``start_collision="escape"``): random
     configurations around ``start`` (per-joint offsets up to each :data:`ESCAPE_REACH` in
@@ -344,7 +350,8 @@ def _escape(
     does (``start_clearance``, m; :func:`_deepest`) starts the plan. The path's first knot is
     then ``start`` again; its first segment (``start`` to the second knot) is held to the
     same rule, else the plan fails with START_IN_COLLISION. ``arguments``: :func:`plan`'s,
-    as given (its ``options`` among them); ``start`` the checked start, ``active`` (n,)."""
+    as given (its ``options`` among them); ``start`` the checked start, ``active`` (n,);
+    ``spent``: the plan's time so far, compiles left out."""
     planner, world, contacts = arguments["planner"], arguments["world"], arguments["contacts"]
     robot = planner.robot
     t_count = int(arguments["num_steps"])
@@ -369,7 +376,7 @@ def _escape(
             f"{ESCAPE_REACH[-1]:g} rad of it no clear configuration is reachable without going deeper"
         )
         return _refused(start, t_count, clock, message, START_IN_COLLISION, depth)
-    result = plan(**_again(arguments, clock, start=escaped))
+    result = plan(**_again(arguments, spent, start=escaped))
     path = result.path.copy()
     path[0] = start
     deepest = _deepest(clearance, start, path[1])
@@ -389,17 +396,20 @@ def _escape(
     )
 
 
-def _again(arguments: dict, clock: float, **changes) -> dict:
+def _again(arguments: dict, spent: CompileFreeClock, **changes) -> dict:
     """:func:`plan`'s ``arguments`` as given (its ``options`` among them) with ``changes``,
-    for a plan that starts over: its timeout cut to what is left since ``clock``."""
+    for a plan that starts over: its timeout cut to what is left after ``spent`` (compiles
+    do not count, as in :class:`PlanBudget`)."""
     given = {k: v for k, v in arguments.items() if k != "options"}
     again = {**given, **arguments["options"], **changes}
     if again["timeout"] > 0:
-        again["timeout"] = max(again["timeout"] - (time.perf_counter() - clock), 1e-3)
+        again["timeout"] = max(again["timeout"] - spent.elapsed(), 1e-3)
     return again
 
 
-def _exact_fallback(arguments: dict, refusal: PlanResult, clock: float) -> PlanResult:
+def _exact_fallback(
+    arguments: dict, refusal: PlanResult, clock: float, spent: CompileFreeClock
+) -> PlanResult:
     """A plan whose goal configurations all collide for the planner's spheres, planned again
     with its exact model (:attr:`TrajectoryOptimizer.exact`: links as their mesh hulls)
     within the time left; ``refusal`` comes back when there is none, no obstacle (the models
@@ -409,14 +419,17 @@ def _exact_fallback(arguments: dict, refusal: PlanResult, clock: float) -> PlanR
     the real link may: everywhere else the spheres' extra reach stays a margin."""
     planner, world = arguments["planner"], arguments["world"]
     timeout = arguments["timeout"]
-    late = timeout > 0 and time.perf_counter() - clock >= timeout
+    late = timeout > 0 and spent.elapsed() >= timeout
     if planner.exact is None or world is None or world.n_obstacles == 0 or late:
         return refusal
     if arguments["progress"] is not None:
         arguments["progress"](f"{refusal.message}: planning with the exact model")
-    result = plan(**_again(arguments, clock, planner=planner.exact))
+    result = plan(**_again(arguments, spent, planner=planner.exact))
     links = ", ".join(planner.exact_links)
-    note = f"with the exact model ({links}); the spheres put every goal in collision"
+    if result.success:
+        note = f"with the exact model ({links}); the spheres put every goal in collision"
+    else:
+        note = f"the exact model ({links}) too; the spheres: {refusal.message}"
     return dataclasses.replace(
         result, message=f"{result.message} ({note})", solve_seconds=time.perf_counter() - clock
     )
@@ -535,6 +548,7 @@ def warm_up(
     *,
     world: col.World | None = None,
     num_steps: int = 64,
+    exact: bool = True,
     **options,
 ) -> PlanResult:
     """Compiles what plans of this structure (knots, obstacle buckets, goal objectives) need,
@@ -542,7 +556,8 @@ def warm_up(
     the pushes and refinements included, share one program: ``plan_rows``), the named
     contact of a failure's message, the global step's clearance check and, for a pose goal,
     the whole goal search, which a plan asks for only when its first goal configuration does
-    not do; among obstacles, the same for the planner's exact model (its fallback). Returns
+    not do; among obstacles and with ``exact``, the same for the planner's exact model (its
+    fallback; the node warms it apart, between requests: ros/planning.py). Returns
     the plan's result. A ``timeout`` in ``options`` is not applied: a budget would stop the
     plan before its later steps (the global step, more start paths) compile."""
     options = {**options, "timeout": 0.0}
@@ -558,7 +573,7 @@ def warm_up(
             planner, objectives, q, None, world, contacts, moving,
             np.random.default_rng(0), t_count=int(num_steps),
         )  # fmt: skip
-    if planner.exact is not None and world is not None and world.n_obstacles > 0:
+    if exact and planner.exact is not None and world is not None and world.n_obstacles > 0:
         warm_up(planner.exact, start, goal, world=world, num_steps=num_steps, **options)
     return result
 

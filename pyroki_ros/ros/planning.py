@@ -136,9 +136,11 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     ``warmup_plan``): a pose goal for the model's tip with ``num_steps`` knots, without
     obstacles, among boxes and cylinders and among boxes alone (the planning scene's usual
     kinds, up to 16 of each: :data:`COARSE_WORLD_BUCKETS`; other kinds and more obstacles
-    compile on their first use). Returns seconds.
+    compile on their first use), then the optimiser's exact model among obstacles, if it has
+    one. Returns seconds.
 
-    Holds the planner throughout: a plan that took it first, or between two scenes, would
+    Holds the planner throughout the model's own programs (the exact model's: per scene): a
+    plan that took it first, or between two scenes, would
     compile its own programs meanwhile, unbounded by its budget; waiting, it answers TIMEOUT
     within its budget (:func:`_turn`)."""
     import time
@@ -168,7 +170,16 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
         )
         objectives = (O.pose(model.tip_link, goal),)
         for world in scenes:
-            optimizer.warm_up(start, objectives, world=world, num_steps=num_steps, margin=margin)
+            optimizer.warm_up(
+                start, objectives, world=world, num_steps=num_steps, margin=margin, exact=False
+            )
+    # The exact model (the fallback for goals the spheres rule out) after the model's own
+    # programs, one scene per turn of the planner: a first plan waits at most one of these.
+    for world in scenes[1:] if optimizer.exact is not None else ():
+        with planner.lock:
+            optimizer.exact.warm_up(
+                start, objectives, world=world, num_steps=num_steps, margin=margin
+            )
     return time.perf_counter() - clock
 
 
