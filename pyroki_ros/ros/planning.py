@@ -176,6 +176,7 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     # The exact model (the fallback for goals the spheres rule out) after the model's own
     # programs, one scene per turn of the planner: a first plan waits at most one of these.
     for world in scenes[1:] if optimizer.exact is not None else ():
+        time.sleep(0.1)  # a plan waiting for the planner takes its turn first
         with planner.lock:
             optimizer.exact.warm_up(
                 start, objectives, world=world, num_steps=num_steps, margin=margin
