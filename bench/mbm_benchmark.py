@@ -95,8 +95,11 @@ def make_planner(
     robot = Robot.from_urdf(urdf_path("panda"))
     path = spheres_file or embedded_path("panda", fine=fine)
     spheres = RobotSpheres.from_yaml(robot, path)
-    model = f"the model in {spheres_file}" if spheres_file else "the bundled "
-    model += "" if spheres_file else f"{'fine' if fine else 'default'} model"
+    model = (
+        f"the model in {spheres_file}"
+        if spheres_file
+        else (f"the bundled {'fine' if fine else 'default'} model")
+    )
     options = {} if buckets is None else {"obstacle_buckets": buckets}
     if exact_hull_links(path):  # the file's exact model: the plans' fallback
         options["exact"] = RobotSpheres.from_yaml(robot, path, exact=True)

@@ -21,8 +21,9 @@ import numpy as np
 
 NODE = "/pyroki_ros_node"
 # s: the demo's first plan waits for the node's planner warm-up (config/panda.yaml: the fine
-# set and its exact model; on this project's 2-core VM the model's own programs took over
-# 150 s beside the demo's other work, 2026-12-02 test runs).
+# set and its exact model). The node logs how long it took ("planning programs compiled in
+# the background"); in test_demo_runs_end_to_end on this project's 2-core VM (2026-12-02)
+# it had not finished 150 s after the plan was asked, the budget before.
 FIRST_PLAN_BUDGET_S = 400.0
 # A comfortable Panda configuration ("ready" pose), actuated joint order of panda.urdf.
 READY = {
