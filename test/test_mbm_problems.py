@@ -228,13 +228,11 @@ def test_goals_the_spheres_rule_out_plan_with_the_exact_model(tmp_path):
     clear. The bundled file's exact model (the forearm as its mesh hull) is the plan's
     fallback: the plan says it used it, and the path passes the independent check. The same
     file without ``exact_hulls`` refuses the goal (GOAL_IN_COLLISION, named contact)."""
-    import json
-
     import mbm_benchmark as mb
+    from test_robot_hulls import fine_file_without_exact
 
     from pyroki_ros import objectives as O
     from pyroki_ros.planning.trajopt import GOAL_IN_COLLISION
-    from pyroki_ros.robots import urdf_path
 
     planner = mb.make_planner(fine=True, timeout=TEST_BUDGET_S, start_collision="escape")
     assert planner.optimizer.exact_links == ("panda_link5",)
@@ -262,12 +260,10 @@ def test_goals_the_spheres_rule_out_plan_with_the_exact_model(tmp_path):
     path = np.asarray(joint.path, np.float64)[:, [names.index(j) for j in mc.PANDA.joint_names]]
     verdict = mc.check_path(path, problem.goal_pose, problem.scene)
     assert verdict.ok, verdict.reason
-    text = urdf_path("panda").with_name("panda_spheres_fine.yaml").read_text()
-    config = json.loads("\n".join(x for x in text.splitlines() if not x.startswith("#")))
-    config.pop("exact_hulls")
-    (tmp_path / "spheres.yaml").write_text(json.dumps(config))
     spheres_only = mb.make_planner(
-        spheres_file=tmp_path / "spheres.yaml", timeout=TEST_BUDGET_S, start_collision="escape"
+        spheres_file=fine_file_without_exact(tmp_path),
+        timeout=TEST_BUDGET_S,
+        start_collision="escape",
     )
     assert spheres_only.optimizer.exact is None
     problem = problems[0]

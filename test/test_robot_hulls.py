@@ -381,8 +381,6 @@ def test_a_sphere_file_s_exact_model_swaps_its_links_spheres_for_their_hulls(tmp
     """``exact_hulls`` in a sphere file: the default model keeps the links' spheres, the
     exact model (from_yaml(exact=True)) has those links' hulls instead and everything else
     the same; a file without them names none and has no exact model."""
-    import json
-
     robot = Robot.from_urdf(urdf_path("panda"))
     path = col.embedded_path("panda", fine=True)
     assert col.exact_hull_links(path) == ("panda_link5",)
@@ -399,10 +397,18 @@ def test_a_sphere_file_s_exact_model_swaps_its_links_spheres_for_their_hulls(tmp
     assert exact.n_hulls == spheres.n_hulls + 1
     assert exact.box_link_names == (*spheres.box_link_names, "panda_link5")
     assert exact.self_pairs.shape == spheres.self_pairs.shape  # self-collision unchanged
-    text = path.read_text()
+    plain = fine_file_without_exact(tmp_path)
+    assert col.exact_hull_links(plain) == ()
+    with pytest.raises(ValueError, match="no exact_hulls"):
+        RobotSpheres.from_yaml(robot, plain, exact=True)
+
+
+def fine_file_without_exact(folder: Path) -> Path:
+    """The bundled fine Panda file without its ``exact_hulls``, written into ``folder``."""
+    import json
+
+    text = col.embedded_path("panda", fine=True).read_text()
     config = json.loads("\n".join(x for x in text.splitlines() if not x.startswith("#")))
     config.pop("exact_hulls")
-    (tmp_path / "plain.yaml").write_text(json.dumps(config))
-    assert col.exact_hull_links(tmp_path / "plain.yaml") == ()
-    with pytest.raises(ValueError, match="no exact_hulls"):
-        RobotSpheres.from_yaml(robot, tmp_path / "plain.yaml", exact=True)
+    (folder / "spheres.yaml").write_text(json.dumps(config))
+    return folder / "spheres.yaml"
