@@ -8,6 +8,7 @@ it, and that it stays small. Planner success is not asserted here (yet)."""
 from __future__ import annotations
 
 import math
+import time
 
 import mbm_check as mc
 import mbm_mesh
@@ -208,16 +209,29 @@ def test_plans_that_were_false_successes_pass_the_independent_check():
     segment that the success check's samples stepped over (-5.7 mm by the planner's own
     spheres); table_under_pick/1 and /4, goal configurations 0.1-0.5 mm clear by the
     planner's spheres and 0.2-0.7 mm inside the judge's. Each now either fails or passes
-    the independent check."""
+    the independent check.
+
+    No budget: what is tested is the path the planner calls good, not its speed (budgets
+    are: test_budget.py, test_contacts.py). CI once ran bookshelf_thin/1's 10 s budget out
+    after one start path, where this VM's first start path succeeds in 0.7 s besides its
+    compiles; the progress lines, timed, say where the time went should it fail again."""
     import mbm_benchmark as mb
 
-    planner = mb.make_planner(fine=True, timeout=TEST_BUDGET_S, start_collision="escape",
-                              buckets=(0, 16, 64), plan_seed=2)  # fmt: skip
+    from pyroki_ros.planning.budget import compile_seconds
+
+    planner = mb.make_planner(fine=True, start_collision="escape", buckets=(0, 16, 64),
+                              plan_seed=2)  # fmt: skip
+    log: list[str] = []
+    clock = time.perf_counter()
+    planner.plan_options["progress"] = lambda line: log.append(
+        f"{time.perf_counter() - clock:.2f} s ({compile_seconds():.1f} s compiling): {line}"
+    )
     problems = {p.name: p for p in mp.load_problems(mp.TUNING_SET)}
     for name in ("bookshelf_thin/1", "table_under_pick/1", "table_under_pick/4"):
         result = mb.run_problem(planner, problems[name])
-        assert not result.false_success, (name, result.verdict.reason)
-        assert result.planner_ok, (name, result.message)  # and the planner still succeeds
+        assert not result.false_success, (name, result.verdict.reason, log)
+        # and the planner still succeeds
+        assert result.planner_ok, (name, result.message, log)
 
 
 @pytest.mark.slow

@@ -71,6 +71,49 @@ def _load_models(
     return spheres, exact, note
 
 
+class Turns:
+    """One plan at a time (plans are CPU-bound), requests before the background: a request
+    waits for the plan or compile under way; the warm-up's later steps wait until no request
+    does (a plain lock may hand itself back to the thread that released it)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._busy = False
+        self._waiting = 0  # requests waiting for a turn
+
+    @contextlib.contextmanager
+    def request(self, timeout: float | None = None) -> Iterator[None]:
+        """The next turn, within ``timeout`` s (None: no limit); TimeoutError past it."""
+        with self._changed:
+            self._waiting += 1
+            try:
+                if not self._changed.wait_for(lambda: not self._busy, timeout):
+                    raise TimeoutError(f"no turn within {timeout} s")
+            finally:
+                self._waiting -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    @contextlib.contextmanager
+    def background(self) -> Iterator[None]:
+        """A turn when no request is waiting for one."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._busy and self._waiting == 0)
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._changed:
+            self._busy = False
+            self._changed.notify_all()
+
+
 class Planner:
     """The trajectory optimiser of one loaded model."""
 
@@ -88,7 +131,7 @@ class Planner:
             obstacle_buckets=col.COARSE_WORLD_BUCKETS,
             exact=exact,
         )
-        self.lock = threading.Lock()  # one plan at a time per model: plans are CPU-bound
+        self.turns = Turns()  # one plan at a time per model, requests first
         # Retargeting structures compiled (retarget_key), least recently used first; as many
         # as the optimiser keeps programs (past that it may have dropped one: then its next
         # use compiles on the request's thread again, uncounted, as before).
@@ -139,17 +182,17 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     compile on their first use), then the optimiser's exact model among obstacles, if it has
     one. Returns seconds.
 
-    Holds the planner throughout the model's own programs (the exact model's: per scene): a
-    plan that took it first, or between two scenes, would
-    compile its own programs meanwhile, unbounded by its budget; waiting, it answers TIMEOUT
-    within its budget (:func:`_turn`)."""
+    Holds the planner throughout the model's own programs: a plan that took it first would
+    compile them itself, unbounded by its budget; waiting, it answers TIMEOUT within its
+    budget (:func:`_turn`). The exact model's scenes then take background turns, one at a
+    time: a plan that waits goes first (:class:`Turns`)."""
     import time
 
     from pyroki_ros import objectives as O
     from pyroki_ros.model.kinematics import forward_kinematics
 
     clock = time.perf_counter()
-    with planner.lock:
+    with planner.turns.request():  # a first plan waits for the model's own programs
         model, optimizer = planner.model, planner.optimizer
         robot = model.robot
         center = np.asarray(robot.center(), np.float64)
@@ -176,8 +219,7 @@ def warm_up(planner: Planner, num_steps: int, margin: float) -> float:
     # The exact model (the fallback for goals the spheres rule out) after the model's own
     # programs, one scene per turn of the planner: a first plan waits at most one of these.
     for world in scenes[1:] if optimizer.exact is not None else ():
-        time.sleep(0.1)  # a plan waiting for the planner takes its turn first
-        with planner.lock:
+        with planner.turns.background():  # a waiting plan goes first
             optimizer.exact.warm_up(
                 start, objectives, world=world, num_steps=num_steps, margin=margin
             )
@@ -190,12 +232,14 @@ def _turn(planner: Planner, budget: float, start: float) -> Iterator[float]:
     request with ``budget`` (s; 0: none) that started at ``start`` (``time.perf_counter()``),
     and yields what the core may spend of it after the wait (:func:`core_budget`). A wait
     past the budget (the start-up warm-up compiling, a long plan) raises TIMEOUT."""
-    if not planner.lock.acquire(timeout=core_budget(budget, start) if budget > 0 else -1):
-        raise responses.planner_busy(budget)
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(
+                planner.turns.request(core_budget(budget, start) if budget > 0 else None)
+            )
+        except TimeoutError:
+            raise responses.planner_busy(budget) from None
         yield core_budget(budget, start)
-    finally:
-        planner.lock.release()
 
 
 def plan(
