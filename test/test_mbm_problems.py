@@ -222,9 +222,10 @@ def test_plans_that_were_false_successes_pass_the_independent_check():
     planner = mb.make_planner(fine=True, start_collision="escape", buckets=(0, 16, 64),
                               plan_seed=2)  # fmt: skip
     log: list[str] = []
-    clock = time.perf_counter()
+    clock, compiled = time.perf_counter(), compile_seconds()
     planner.plan_options["progress"] = lambda line: log.append(
-        f"{time.perf_counter() - clock:.2f} s ({compile_seconds():.1f} s compiling): {line}"
+        f"{time.perf_counter() - clock:.2f} s ({compile_seconds() - compiled:.1f} s of it "
+        f"compiling): {line}"
     )
     problems = {p.name: p for p in mp.load_problems(mp.TUNING_SET)}
     for name in ("bookshelf_thin/1", "table_under_pick/1", "table_under_pick/4"):

@@ -12,7 +12,7 @@ import pytest
 from pyroki_ros.ros.planning import Turns
 
 
-def _waiting(turns: Turns, target, name: str, order: list[str]) -> threading.Thread:
+def _waiting(target, name: str, order: list[str]) -> threading.Thread:
     def run() -> None:
         with target():
             order.append(name)
@@ -25,9 +25,9 @@ def _waiting(turns: Turns, target, name: str, order: list[str]) -> threading.Thr
 def test_a_waiting_request_goes_before_the_background():
     turns, order = Turns(), []
     with turns.request():
-        background = _waiting(turns, turns.background, "background", order)
+        background = _waiting(turns.background, "background", order)
         time.sleep(0.05)  # the background waits first
-        request = _waiting(turns, turns.request, "request", order)
+        request = _waiting(turns.request, "request", order)
         time.sleep(0.05)
         assert order == []  # neither while the turn is held
     request.join(5)
@@ -51,7 +51,7 @@ def test_background_steps_in_a_row_let_a_request_in_between():
     thread = threading.Thread(target=warm_up, daemon=True)
     thread.start()
     assert step_started.wait(5)
-    request = _waiting(turns, turns.request, "request", order)
+    request = _waiting(turns.request, "request", order)
     request.join(5)
     thread.join(5)
     assert order == ["step 0", "request", "step 1", "step 2"]

@@ -81,37 +81,32 @@ class Turns:
         self._busy = False
         self._waiting = 0  # requests waiting for a turn
 
-    @contextlib.contextmanager
-    def request(self, timeout: float | None = None) -> Iterator[None]:
+    def request(self, timeout: float | None = None) -> contextlib.AbstractContextManager:
         """The next turn, within ``timeout`` s (None: no limit); TimeoutError past it."""
+        return self._take(lambda: not self._busy, timeout, request=True)
+
+    def background(self) -> contextlib.AbstractContextManager:
+        """A turn when no request is waiting for one."""
+        return self._take(lambda: not self._busy and self._waiting == 0, None, request=False)
+
+    @contextlib.contextmanager
+    def _take(
+        self, ready: Callable[[], bool], timeout: float | None, request: bool
+    ) -> Iterator[None]:
         with self._changed:
-            self._waiting += 1
+            self._waiting += request
             try:
-                if not self._changed.wait_for(lambda: not self._busy, timeout):
+                if not self._changed.wait_for(ready, timeout):
                     raise TimeoutError(f"no turn within {timeout} s")
             finally:
-                self._waiting -= 1
+                self._waiting -= request
             self._busy = True
         try:
             yield
         finally:
-            self._release()
-
-    @contextlib.contextmanager
-    def background(self) -> Iterator[None]:
-        """A turn when no request is waiting for one."""
-        with self._changed:
-            self._changed.wait_for(lambda: not self._busy and self._waiting == 0)
-            self._busy = True
-        try:
-            yield
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        with self._changed:
-            self._busy = False
-            self._changed.notify_all()
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
 
 
 class Planner:
