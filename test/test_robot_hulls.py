@@ -198,6 +198,35 @@ def test_fine_panda_hand_is_its_mesh_hull(panda):
     assert not (on_hand & spheres.world_mask).any() and (on_hand & ~spheres.world_mask).any()
 
 
+def test_bounding_model_checks_each_hull_as_its_bounding_box(panda):
+    """RobotSpheres.bounding (the global step's cheaper check): the hand's row stays, as the
+    box of the mesh's extent (numpy, from hand.stl) without vertices; near obstacles around
+    the hand, a planner's bounding clearance is never above its clearance with the hull,
+    and below it where the box's corners reach past the hull."""
+    from pyroki_ros.planning.trajopt import TrajectoryOptimizer
+
+    robot, spheres = panda
+    box = spheres.bounding()
+    assert box.n_hulls == 0 and box.n_boxes == spheres.n_boxes
+    low, high = VERTICES.min(0), VERTICES.max(0)
+    np.testing.assert_allclose(np.asarray(box.box_half_extents)[-1], (high - low) / 2, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(box.box_poses)[-1], [1, 0, 0, 0, *((low + high) / 2)], atol=1e-6
+    )
+    q, near = near_the_hand(robot, np.random.default_rng(21), 64, 0.5, 0.08)
+    rng = np.random.default_rng(22)
+    world = World.create(
+        box_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(6)],
+        box_half_extents=rng.uniform(0.01, 0.05, (6, 3)),
+    )
+    planner = TrajectoryOptimizer(robot, spheres)
+    moving = robot.active_mask(None)
+    full = planner.clearances(q, world, col.DEFAULT_CONTACTS, moving)
+    bounding = planner.clearance_function(world, col.DEFAULT_CONTACTS, moving, bounding=True)(q)
+    assert np.all(bounding <= full + 1e-6)
+    assert np.sum(bounding < full - 1e-3) >= 3
+
+
 def test_hulls_checked_and_kept_as_given(panda):
     """with_boxes' hulls: a wrong form, a non-finite point or a flat hull are refused with
     the link named; hulls_config gives the points back; the boxes stay before the hulls."""
@@ -218,6 +247,20 @@ def test_hulls_checked_and_kept_as_given(panda):
     np.testing.assert_allclose(np.asarray(kept.box_half_extents)[1], [0.01, 0.015, 0.02], atol=1e-7)
 
 
+def _clutter_by_the_hand(robot, seed: int, count: int, boxes: int, cylinders: int):
+    """``count`` configurations (:func:`near_the_hand`) and a world of random boxes and
+    cylinders within 10 cm of their hands."""
+    q, near = near_the_hand(robot, np.random.default_rng(seed), count, 0.5, 0.1)
+    rng = np.random.default_rng(seed + 1)
+    return q, World.create(
+        box_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(boxes)],
+        box_half_extents=rng.uniform(0.01, 0.06, (boxes, 3)),
+        cylinder_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(cylinders)],
+        cylinder_radii=rng.uniform(0.01, 0.04, cylinders),
+        cylinder_half_heights=rng.uniform(0.02, 0.08, cylinders),
+    )
+
+
 def test_planner_search_measures_hulls_against_their_nearest_obstacles(panda):
     """The planner's search (CollisionTerms.nearest_box_t) measures a hull against its
     nearest obstacles by the bounding box: never more than the dense terms' nearest
@@ -225,15 +268,7 @@ def test_planner_search_measures_hulls_against_their_nearest_obstacles(panda):
     from pyroki_ros.model import kinematics as k
 
     robot, spheres = panda
-    q, near = near_the_hand(robot, np.random.default_rng(11), 32, 0.5, 0.1)
-    rng = np.random.default_rng(12)
-    given = World.create(
-        box_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(6)],
-        box_half_extents=rng.uniform(0.01, 0.06, (6, 3)),
-        cylinder_poses=[_wxyz(_rotation(rng)) + list(p) for p in near(3)],
-        cylinder_radii=rng.uniform(0.01, 0.04, 3),
-        cylinder_half_heights=rng.uniform(0.02, 0.08, 3),
-    )
+    q, given = _clutter_by_the_hand(robot, 11, 32, 6, 3)
     world = given.padded((0, 8))
     rows = spheres.n_spheres + spheres.n_boxes
     checked = np.ones((rows, world.n_obstacles), bool)
@@ -251,6 +286,31 @@ def test_planner_search_measures_hulls_against_their_nearest_obstacles(panda):
     close = dense.min(-1) < 0.05
     assert close.sum() >= 5
     assert np.mean(np.abs(d - dense.min(-1))[close] < 1e-6) >= 0.8
+
+
+def test_optimiser_measures_hulls_where_their_boxes_come_near(panda):
+    """The optimiser's rows (CollisionTerms.nearest_box_t with hull_columns=K, as
+    boxes.HULL_COLUMNS): a hull measured as such only in the K configurations nearest by its
+    bounding box, the box elsewhere. Never more than the full answer; where at most K
+    configurations' boxes are within a margin, the same hinge max(0, margin - d) as the
+    full answer (only those rows act); the other boxes' rows unchanged."""
+    from pyroki_ros.model import kinematics as k
+
+    robot, spheres = panda
+    q, given = _clutter_by_the_hand(robot, 31, 64, 5, 2)
+    world = given.padded((0, 8))
+    checked = jnp.ones((spheres.n_spheres + spheres.n_boxes, world.n_obstacles), bool)
+    frames = k.frames_t(robot, jnp.asarray(q.T))
+    full = col.CollisionTerms(robot, spheres).nearest_box_t(frames, world, checked)
+    some = col.CollisionTerms(robot, spheres).nearest_box_t(frames, world, checked, 16)
+    box = col.CollisionTerms(robot, spheres.bounding()).nearest_box_t(frames, world, checked)
+    d_full, d_some = np.asarray(full[0]), np.asarray(some[0])
+    np.testing.assert_array_equal(d_some[:-1], d_full[:-1])
+    assert np.all(d_some[-1] <= d_full[-1] + 5e-5)
+    assert np.any(d_some[-1] < d_full[-1] - 1e-3)  # measured as a box somewhere
+    margin = np.sort(np.asarray(box[0])[-1])[15]  # 16 configurations' boxes within it
+    hinge = lambda d: np.maximum(margin - d, 0.0)
+    np.testing.assert_allclose(hinge(d_some[-1]), hinge(d_full[-1]), atol=5e-5)
 
 
 def test_hull_row_rate_matches_finite_differences(panda):

@@ -205,6 +205,21 @@ def _box_capsule(a0, s, h, radius, with_axes):
 # Obstacles per hull and configuration measured as the hull in the planner's search
 # (nearest_box_obstacle_t): the nearest by the hull's bounding box.
 NEAREST_HULL = 2
+# GJK rounds per obstacle kind: every round costs a support over the hull's vertices, the
+# largest part of a planning check. The fewest after which the largest shortfall below the
+# convex distance stops falling (bench/gjk_rounds.py, docs/benchmarks/gjk_rounds.md: a
+# sphere 0.001 mm at 6 rounds, a capsule and a box 0.01 mm at 10, as at 12; a cylinder's
+# curved rim converges slowest and keeps 12).
+HULL_ROUNDS = {"sphere": 6, "capsule": 10, "box": 10, "cylinder": gjk.GJK_ROUNDS}
+# Configurations per hull measured as the hull in an optimiser iteration (of its 2T - 1
+# knots and midpoints): those whose bounding box is nearest each obstacle; the others get
+# the bounding box's rows (never nearer than the hull: a conservative push). A hinge row
+# acts only within the margin: in the MotionBenchMaker plans' paths the hand's box was
+# within 20 mm of an obstacle at a median 21 of 127 configurations (p95 60;
+# bench/hull_columns.py, docs/benchmarks/hull_columns.md). 20 LM iterations on
+# bookshelf_thin/1: 145-149 ms measuring every configuration, 115-116 ms with 32
+# (docs/benchmarks/mbm_global_bounding_ab.md).
+HULL_COLUMNS = 32
 
 
 def _vertex_dots(hull, a):
@@ -244,14 +259,20 @@ def _hull_gap(hull, t, reach_o, a):
     return jnp.abs(along) - reach_o(a) - _support(hull, tuple(sign * x for x in a))
 
 
-def _hull_candidates(hull, t, reach_o, support_o, axes, start):
+def _hull_candidates(hull, t, reach_o, support_o, axes, start, kind):
     """(gap, unit local axis) of the hull along each of ``axes`` (unit, local), then along
     the direction GJK finds (gjk.py) from the best of those and ``start`` (the bounding
-    box's best axis); ``support_o(a)``: the obstacle's point furthest along local a."""
+    box's best axis); ``support_o(a)``: the obstacle's point furthest along local a;
+    ``kind``: the obstacle's kind (its GJK rounds: HULL_ROUNDS)."""
     out = [(_hull_gap(hull, t, reach_o, a), a) for a in axes]
     _, axis = _largest([start, *out])
     sign = jnp.where(_dot(axis, t) >= 0, -1.0, 1.0)  # from the obstacle to the hull
-    v = gjk.separation(lambda a: _support_point(hull, a), support_o, tuple(sign * x for x in axis))
+    v = gjk.separation(
+        lambda a: _support_point(hull, a),
+        support_o,
+        tuple(sign * x for x in axis),
+        HULL_ROUNDS[kind],
+    )
     v = tuple(jax.lax.stop_gradient(x) for x in v)
     length = _norm(v)
     a = _unit(v, length)
@@ -359,7 +380,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             candidates = [(d, local)]
             candidates += _hull_candidates(
                 hull, p, lambda a: radius, lambda a: p, [_unit(p, _norm(p))],
-                _largest(candidates),
+                _largest(candidates), "sphere",
             )  # fmt: skip
             parts.append(best(candidates, p))
         elif with_axes:
@@ -377,7 +398,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             x = _segment_centre_point(a0, s)
             candidates += _hull_candidates(
                 hull, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
-                _segment_support(a0, s), [_unit(x, _norm(x))], _largest(candidates),
+                _segment_support(a0, s), [_unit(x, _norm(x))], _largest(candidates), "capsule",
             )  # fmt: skip
         parts.append(best(candidates, middle))
     if nb:
@@ -389,7 +410,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         if hull is not None:
             candidates += _hull_candidates(
                 hull, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
-                _box_support(t, v, h2), list(v), _largest(candidates),
+                _box_support(t, v, h2), list(v), _largest(candidates), "box",
             )  # fmt: skip
         parts.append(best(candidates, t))
     if nh:  # exact: the corner deepest against the normal
@@ -417,7 +438,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             across = tuple(a - _dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
             candidates += _hull_candidates(
                 hull, t, reach_o, _cylinder_support(t, z, radius, height),
-                [z, _unit(across, _norm(across))], _largest(candidates),
+                [z, _unit(across, _norm(across))], _largest(candidates), "cylinder",
             )  # fmt: skip
         parts.append(best(candidates, t))
     return parts
@@ -610,7 +631,15 @@ def box_distances(
     return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 
-def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_vertices=None):
+def _take_columns(x, cols, count: int):
+    """x (R, 1, B) (or broadcastable: B = ``count``) at columns cols (R, K): (R, 1, K)."""
+    x = jnp.broadcast_to(x, (cols.shape[0], 1, count))
+    return jnp.take_along_axis(x, cols[:, None], 2)
+
+
+def nearest_box_obstacle_t(
+    c, u, half, world: World, checked: jax.Array, hull_vertices=None, hull_columns=None
+):
     """The planner's form of the nearest obstacle per robot box: box centres ``c`` (three
     (X, B)) and axes ``u`` (u[i]: three (X, B)), half sizes (X, 3), ``checked`` (X, O),
     ``hull_vertices`` (H, V, 3) of the last H boxes (hulls, or None); returns the distance
@@ -619,7 +648,11 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_ve
     alone, one obstacle after the other over those the scene has (not the padding), then
     the normal and witness of the nearest alone. A hull is a hundred vertices: it is
     measured as such against its :data:`NEAREST_HULL` nearest obstacles by its bounding box
-    only, the others' bounding-box distance (never more than the hull's) bounding the rest."""
+    only, the others' bounding-box distance (never more than the hull's) bounding the rest.
+    ``hull_columns`` (K < B): only in the K configurations whose bounding box is nearest
+    each obstacle; elsewhere the bounding box answers, never more than the hull: the same
+    hinge rows wherever no more than K configurations' boxes are within the margin
+    (:data:`HULL_COLUMNS`)."""
     c = tuple(x[:, None, :] for x in c)
     u = tuple(tuple(x[:, None, :] for x in axis) for axis in u)
     h = tuple(jnp.asarray(half[:, k], c[0].dtype)[:, None, None] for k in range(3))
@@ -678,7 +711,13 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_ve
             rows = slice(cut, shape[0])
             hulls = None
             for k in range(NEAREST_HULL):
-                dk, hd, normal, witness = found[2 * k][rows], *terms(rows, found[2 * k + 1], hull)
+                dk, index = found[2 * k][rows], found[2 * k + 1]
+                if hull_columns is None or hull_columns >= shape[1]:
+                    hd, normal, witness = terms(rows, index, hull)
+                else:
+                    hd, normal, witness = _hull_at_columns(
+                        c, u, h, rows, index, dk, hull, hull_columns, world.take, kind, only
+                    )
                 slot = (jnp.where(dk >= FAR, FAR, hd), normal, witness)
                 hulls = slot if hulls is None else _nearer(slot, hulls)
             hull_d = jnp.minimum(hulls[0], found[-1][rows])
@@ -689,3 +728,31 @@ def nearest_box_obstacle_t(c, u, half, world: World, checked: jax.Array, hull_ve
             )
         best = kind_best if best is None else _nearer(kind_best, best)
     return best
+
+
+def _hull_at_columns(c, u, h, rows: slice, index, d_box, hull, count: int, take, kind, only):
+    """Distance, normal and witness (H, B) of the hulls ``rows`` to the obstacles ``index``
+    (X, B): as hulls in the ``count`` configurations of smallest bounding-box distance
+    ``d_box`` (H, B) per hull, as their bounding boxes in the others."""
+    c, u, h = _rows(c, u, h, rows)
+    index = index[rows]
+    box = _pairs(c, u, h, take(kind, index[:, None, :]), lambda a: a, True, only)[0]
+    full = (index.shape[0], 1, index.shape[1])
+    d, normal, witness = (
+        jnp.broadcast_to(box[0], full)[:, 0],
+        *(tuple(jnp.broadcast_to(x, full)[:, 0] for x in v) for v in box[1:]),
+    )
+    cols = jax.lax.top_k(-d_box, count)[1]  # (H, K)
+    b = index.shape[1]
+    c_k = tuple(_take_columns(x, cols, b) for x in c)
+    u_k = tuple(tuple(_take_columns(x, cols, b) for x in axis) for axis in u)
+    index_k = jnp.take_along_axis(index, cols, 1)
+    near = _pairs(c_k, u_k, h, take(kind, index_k[:, None, :]), lambda a: a, True, only, hull)[0]
+    part = (index.shape[0], 1, count)
+    at = (jnp.arange(index.shape[0])[:, None], cols)
+    put = lambda whole, x: whole.at[at].set(jnp.broadcast_to(x, part)[:, 0])
+    return (
+        put(d, near[0]),
+        tuple(put(a, b) for a, b in zip(normal, near[1])),
+        tuple(put(a, b) for a, b in zip(witness, near[2])),
+    )

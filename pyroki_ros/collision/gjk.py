@@ -5,7 +5,7 @@ GJK looks for the point ``v`` of the Minkowski difference ``A - B`` nearest the 
 length is the shapes' distance and ``v / |v|`` the direction from B to A across which they
 are furthest apart. Each round adds the difference's support point against ``v`` to a
 simplex of at most four points and keeps the face, edge or vertex of it nearest the origin;
-for polytopes it ends in a few rounds. Here a fixed GJK_ROUNDS run for every pair (no
+for polytopes it ends in a few rounds. Here a fixed number of rounds run for every pair (no
 branches, element-wise on component tuples as in boxes.py), and the nearest sub-simplex is
 found by trying the 7 that hold the new point (vertex, edge, triangle: the origin's
 projection with non-negative barycentric weights) and checking the tetrahedron for the
@@ -21,7 +21,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-# Rounds per pair; every round costs one support of each shape. 12 meets the tolerances of
+# Rounds per pair by default (boxes.HULL_ROUNDS takes fewer where an obstacle kind
+# converges sooner); every round costs one support of each shape. 12 meets the tolerances of
 # test_robot_hulls.py's convex-distance test (the Panda hand's hull against every kind,
 # 0-30 mm apart: 0.1 mm, 0.5 mm to a cylinder, whose curved rim converges slowest); in
 # probes with 8 a few pairs stopped millimetres short (2026-11-28 note on issue 16).
@@ -114,8 +115,8 @@ def _nearest_face(v, keep, w):
     return best, keep, _contains_origin(points)
 
 
-def separation(support_a, support_b, start):
-    """The point of ``A - B`` nearest the origin after GJK_ROUNDS rounds (components of
+def separation(support_a, support_b, start, rounds: int = GJK_ROUNDS):
+    """The point of ``A - B`` nearest the origin after ``rounds`` rounds (components of
     the pair shape; zero where the shapes overlap). ``support_a(d)``: A's point furthest
     along d (components; d need not be unit), ``support_b`` likewise; ``start``: a first
     guess of the direction from B to A (the best separating axis known)."""
@@ -136,5 +137,5 @@ def separation(support_a, support_b, start):
     w = tuple(jnp.broadcast_to(x, overlap.shape) for x in w)
     # A loop, not unrolled: one round's program, compiled once (unrolled, every caller's
     # compile took minutes).
-    v, _, overlap = jax.lax.fori_loop(0, GJK_ROUNDS, round_, (w, (w, w, w), overlap))
+    v, _, overlap = jax.lax.fori_loop(0, rounds, round_, (w, (w, w, w), overlap))
     return tuple(jnp.where(overlap, 0.0, x) for x in v)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pyroki_ros.collision.boxes import box_frames_t, nearest_box_obstacle_t
+from pyroki_ros.collision.boxes import HULL_COLUMNS, box_frames_t, nearest_box_obstacle_t
 from pyroki_ros.collision.distance import nearest_obstacle_t, safe_norm3, unit3
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
 from pyroki_ros.model import kinematics as k
@@ -115,7 +115,7 @@ class CollisionTerms:
             return centers, checked
         return tuple(c[self._world] for c in centers), checked[self._world]
 
-    def nearest_box_t(self, frames, world: World, checked: jax.Array):
+    def nearest_box_t(self, frames, world: World, checked: jax.Array, hull_columns=None):
         """Per robot box (:attr:`RobotSpheres.box_poses`) its nearest checked obstacle:
         conservative distance (X, B), unit normal and witness point (three (X, B) each; see
         :func:`~pyroki_ros.collision.boxes.nearest_box_obstacle_t`). ``frames``: the link
@@ -132,6 +132,7 @@ class CollisionTerms:
             world,
             checked[self.spheres.n_spheres :],
             self.spheres.hull_vertices,
+            hull_columns,
         )
 
     def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
@@ -274,7 +275,7 @@ class CollisionTerms:
         )  # (W, n, B)
         if self._box_links.size and world.n_obstacles:
             # Box rows: the distance moves with the witness corner along the normal.
-            box_d, normal, witness = self.nearest_box_t(frames, world, checked[0])
+            box_d, normal, witness = self.nearest_box_t(frames, world, checked[0], HULL_COLUMNS)
             bits = tuple(jnp.broadcast_to(b[:, None], box_d.shape) for b in self._box_bits)
             rates = self._point_rates(frames, witness, normal, bits)
             box_active = (box_d < margin) * -jnp.sqrt(w_world)

@@ -554,11 +554,11 @@ def warm_up(
     """Compiles what plans of this structure (knots, obstacle buckets, goal objectives) need,
     before they are asked for: one :func:`plan` (``options`` passed on; its optimisations,
     the pushes and refinements included, share one program: ``plan_rows``), the named
-    contact of a failure's message, the global step's clearance check and, for a pose goal,
-    the whole goal search, which a plan asks for only when its first goal configuration does
-    not do; among obstacles and with ``exact``, the same for the planner's exact model (its
-    fallback; the node warms it apart, between requests: ros/planning.py). Returns
-    the plan's result. A ``timeout`` in ``options`` is not applied: a budget would stop the
+    contact of a failure's message, the global step's clearance checks, an escape's (a start
+    in collision) and, for a pose goal, the whole goal search, which a plan asks for only
+    when its first goal configuration does not do; among obstacles and with ``exact``, the
+    same for the planner's exact model (its fallback; the node warms it apart, between
+    requests: ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is not applied: a budget would stop the
     plan before its later steps (the global step, more start paths) compile."""
     options = {**options, "timeout": 0.0}
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
@@ -566,7 +566,9 @@ def warm_up(
     q = _checked_start(planner.robot, start)
     planner.deepest_contact(q, world, contacts)  # its program
     moving = planner.robot.active_mask(None)
-    planner.clearances(q[None], world, contacts, moving, rows=rrt.CHUNK)  # the global step's
+    for rows in rrt.CHUNKS:  # the global step's checks
+        planner.clearance_function(world, contacts, moving, bounding=True)(q[None], rows)
+    planner.clearances(q[None], world, contacts, moving, rows=rrt.CHUNK)  # an escape's
     objectives = _goal_objectives(goal)
     if objectives:
         goal_search.search(

@@ -7,12 +7,14 @@ goal configurations) is shortcut, resampled to the plan's knots and handed to
 smoothness and clearance; the optimiser's dense check still decides success.
 
 Validity is the optimiser's rule: :func:`pyroki_ros.collision.checked_pairs` masks (the same
-``contacts`` and moving joints), its sphere model, a clearance of at least ``margin`` to the
-world and between self pairs, and joint limits (samples and interpolations stay inside the
-limit box, which is convex). Only active joints move; the others keep the start's value.
+``contacts`` and moving joints), its sphere model (hulls as their bounding boxes: a
+conservative check at a third of the cost, :meth:`pyroki_ros.collision.RobotSpheres.bounding`),
+a clearance of at least ``margin`` to the world and between self pairs, and joint limits
+(samples and interpolations stay inside the limit box, which is convex). Only active joints
+move; the others keep the start's value.
 
-Configurations are checked in batches by one compiled program of a fixed batch size
-(:data:`CHUNK`, so only a new obstacle bucket compiles again): an edge is sampled at a fixed
+Configurations are checked in batches by compiled programs of a few fixed batch sizes
+(:data:`CHUNKS`, so only a new obstacle bucket compiles again): an edge is sampled at a fixed
 joint-space resolution (largest joint step), and every edge of a round (all tree extensions,
 then all connection attempts) is checked in the same calls.
 """
@@ -33,7 +35,13 @@ from pyroki_ros.planning.budget import CompileFreeClock
 if TYPE_CHECKING:
     from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 
-CHUNK = 512  # configurations per call of the compiled check (one program for every scene)
+# Configurations per call of the compiled check: a call is padded to the smallest size that
+# holds it (one program per size, for every scene). A call holds 6-1000 points (median ~420,
+# a quarter under 130): the evaluation set's calls cost 1.44 s padded to 512 alone, 1.13 s
+# with these three sizes, 1.10 s with 128 too (bench/rrt_check_sizes.py,
+# docs/benchmarks/rrt_check_sizes.md).
+CHUNKS = (64, 256, 512)
+CHUNK = CHUNKS[-1]  # the largest call
 RESOLUTION = 0.05  # rad, largest joint step between two checked points of an edge
 STEP = 1.0  # rad, Euclidean (active joints) length of one tree extension
 BATCH = 32  # samples drawn (tree extensions) per round
@@ -93,7 +101,11 @@ class Checker:
         margin: float,
     ):
         self.planner = planner
-        self._clearance = planner.clearance_function(world, contacts, active)
+        # Hulls as their bounding boxes: conservative, and 2.6 ms per 512 configurations on
+        # table_under_pick/0 (docs/benchmarks/rrt_check_sizes.md) against 9-10 ms with the
+        # hull (docs/benchmarks/gjk_rounds.md). The path found is optimised and checked
+        # with the hulls.
+        self._clearance = planner.clearance_function(world, contacts, active, bounding=True)
         self.margin = float(margin)
         self.active = np.asarray(active, bool)
         self.count = 0  # configurations checked so far
@@ -109,16 +121,16 @@ class Checker:
         self._end_clearance = np.asarray(clearance, np.float64)
 
     def clearance(self, q: np.ndarray) -> np.ndarray:
-        """(B,) smallest checked clearance (m) of configurations q (B, n), in chunks of
-        CHUNK (padded with the first row) so every call runs the same program."""
+        """(B,) smallest checked clearance (m) of configurations q (B, n), in chunks of at
+        most CHUNK, each padded (with its first row) to one of CHUNKS: one of their programs."""
         q = np.asarray(q, np.float64)
         if self.planner.spheres is None or len(q) == 0:
             return np.full(len(q), np.inf)
         out = np.empty(len(q))
         for at in range(0, len(q), CHUNK):
             part = q[at : at + CHUNK]
-            block = np.concatenate([part, np.repeat(part[:1], CHUNK - len(part), 0)])
-            out[at : at + len(part)] = self._clearance(block)[: len(part)]
+            size = next(c for c in CHUNKS if c >= len(part))
+            out[at : at + len(part)] = self._clearance(part, size)
         self.count += len(q)
         return out
 
@@ -407,7 +419,8 @@ def global_path(
     checker = Checker(planner, world, contacts, active, margin)
     goals = np.atleast_2d(np.asarray(goals, np.float64))
     given = goals.copy()
-    clear = checker.clearance(goals) >= 0
+    # By the plan's own model (the checker's bounding boxes may touch where hulls do not).
+    clear = planner.clearances(goals, world, contacts, active) >= 0
     if clear.any():  # a path to a colliding goal cannot be the answer when a clear one exists
         goals = goals[clear]
     ends = np.concatenate([np.asarray(start, np.float64)[None], goals])

@@ -130,6 +130,10 @@ class TrajectoryOptimizer:
         self._world_cache: tuple[col.World, col.World, dict] | None = None
         self._empty_world = col.World.empty()
         self._clearance_program = jax.jit(functools.partial(clearances, self._collide))
+        self._bounding_program = self._clearance_program
+        if spheres is not None and spheres.n_hulls:
+            bounding = CollisionTerms(robot, spheres.bounding())
+            self._bounding_program = jax.jit(functools.partial(clearances, bounding))
         self._contacts = jax.jit(functools.partial(contact_distances, robot, spheres))
         self._lock = threading.Lock()
         self._dtype = np.dtype(robot.dtype)
@@ -446,7 +450,12 @@ class TrajectoryOptimizer:
         return self.clearance_function(world, contacts, moving)(q, rows)
 
     def clearance_function(
-        self, world: col.World | None, contacts: col.ContactRules, moving: np.ndarray
+        self,
+        world: col.World | None,
+        contacts: col.ContactRules,
+        moving: np.ndarray,
+        *,
+        bounding: bool = False,
     ) -> Callable[[np.ndarray], np.ndarray]:
         """The smallest checked clearance (m) as a function of configurations q (B, n) ->
         (B,), for one world and contact rule (the padding and the checked pairs made once:
@@ -455,11 +464,13 @@ class TrajectoryOptimizer:
         batch varies (IK solutions that reached a goal, a plan's ends) share two programs
         that the warm-up compiles, not one per size; to at least ``rows`` (the function's
         second argument) for a caller that wants one program whatever its count (the goal
-        search: its seed count)."""
+        search: its seed count). ``bounding``: hulls as their bounding boxes
+        (:meth:`col.RobotSpheres.bounding`), a cheaper conservative check."""
         world = self._empty_world if world is None else world
         padded = self._padded_world(world)
         checked = self._checked(world, padded, contacts, np.asarray(moving, bool))
-        program, dt = self._clearance_program, self._dtype
+        program = self._bounding_program if bounding else self._clearance_program
+        dt = self._dtype
 
         def clearance(q: np.ndarray, rows: int = 1) -> np.ndarray:
             q = np.asarray(q, dt)
