@@ -37,7 +37,14 @@ def main() -> int:
     parser.add_argument("--problem", default="bookshelf_thin/1")
     parser.add_argument("--spheres", type=Path, help="a fine sphere file to compare with")
     parser.add_argument("--before", default="2d118f0", help="or the fine set at this commit")
+    parser.add_argument(
+        "--hull-columns", type=int, help="collision.jacobians.HULL_COLUMNS for the optimiser"
+    )
     args = parser.parse_args()
+    if args.hull_columns is not None:  # read when the planners' programs are traced
+        from pyroki_ros.collision import jacobians
+
+        jacobians.HULL_COLUMNS = args.hull_columns
 
     import jax
     import jax.numpy as jnp

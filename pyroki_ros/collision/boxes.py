@@ -688,19 +688,7 @@ def nearest_box_obstacle_t(
         def terms(rows, index, hull_part=None, kind=kind, only=only):
             """Distance, normal and witness (X', B) of boxes ``rows`` to the obstacle of
             ``index`` (X, B) each."""
-            parts = _pairs(
-                *_rows(c, u, h, rows),
-                world.take(kind, index[rows, None, :]),
-                lambda a: a,
-                True,
-                only,
-                hull_part,
-            )[0]
-            full = (rows.stop - rows.start, 1, shape[1])
-            return (
-                jnp.broadcast_to(parts[0], full)[:, 0],
-                *(tuple(jnp.broadcast_to(x, full)[:, 0] for x in v) for v in parts[1:]),
-            )
+            return _terms_to(*_rows(c, u, h, rows), world, kind, only, index[rows], hull_part)
 
         d, index = found[0], found[1]
         if hull is None:
@@ -716,8 +704,9 @@ def nearest_box_obstacle_t(
                     hd, normal, witness = terms(rows, index, hull)
                 else:
                     hd, normal, witness = _hull_at_columns(
-                        c, u, h, rows, index, dk, hull, hull_columns, world.take, kind, only
-                    )
+                        *_rows(c, u, h, rows), world, kind, only, index[rows], dk, hull,
+                        hull_columns,
+                    )  # fmt: skip
                 slot = (jnp.where(dk >= FAR, FAR, hd), normal, witness)
                 hulls = slot if hulls is None else _nearer(slot, hulls)
             hull_d = jnp.minimum(hulls[0], found[-1][rows])
@@ -730,29 +719,29 @@ def nearest_box_obstacle_t(
     return best
 
 
-def _hull_at_columns(c, u, h, rows: slice, index, d_box, hull, count: int, take, kind, only):
-    """Distance, normal and witness (H, B) of the hulls ``rows`` to the obstacles ``index``
-    (X, B): as hulls in the ``count`` configurations of smallest bounding-box distance
-    ``d_box`` (H, B) per hull, as their bounding boxes in the others."""
-    c, u, h = _rows(c, u, h, rows)
-    index = index[rows]
-    box = _pairs(c, u, h, take(kind, index[:, None, :]), lambda a: a, True, only)[0]
+def _terms_to(c, u, h, world: World, kind: int, only, index, hull=None):
+    """Distance, normal and witness (R, K) of robot boxes (components (R, 1, K) or
+    broadcastable) to the obstacles of kind ``kind`` at ``index`` (R, K), one each."""
+    parts = _pairs(c, u, h, world.take(kind, index[:, None, :]), lambda a: a, True, only, hull)
     full = (index.shape[0], 1, index.shape[1])
-    d, normal, witness = (
-        jnp.broadcast_to(box[0], full)[:, 0],
-        *(tuple(jnp.broadcast_to(x, full)[:, 0] for x in v) for v in box[1:]),
-    )
+    flat = lambda x: jnp.broadcast_to(x, full)[:, 0]
+    return flat(parts[0][0]), *(tuple(flat(x) for x in v) for v in parts[0][1:])
+
+
+def _hull_at_columns(c, u, h, world: World, kind: int, only, index, d_box, hull, count: int):
+    """Distance, normal and witness (H, B) of hulls (robot box components (H, 1, B)) to the
+    obstacles of ``index`` (H, B): as hulls in the ``count`` configurations of smallest
+    bounding-box distance ``d_box`` (H, B) per hull, as their bounding boxes in the others."""
+    d, normal, witness = _terms_to(c, u, h, world, kind, only, index)
     cols = jax.lax.top_k(-d_box, count)[1]  # (H, K)
     b = index.shape[1]
     c_k = tuple(_take_columns(x, cols, b) for x in c)
     u_k = tuple(tuple(_take_columns(x, cols, b) for x in axis) for axis in u)
-    index_k = jnp.take_along_axis(index, cols, 1)
-    near = _pairs(c_k, u_k, h, take(kind, index_k[:, None, :]), lambda a: a, True, only, hull)[0]
-    part = (index.shape[0], 1, count)
+    near = _terms_to(c_k, u_k, h, world, kind, only, jnp.take_along_axis(index, cols, 1), hull)
     at = (jnp.arange(index.shape[0])[:, None], cols)
-    put = lambda whole, x: whole.at[at].set(jnp.broadcast_to(x, part)[:, 0])
+    put = lambda whole, x: whole.at[at].set(x)
     return (
         put(d, near[0]),
-        tuple(put(a, b) for a, b in zip(normal, near[1])),
-        tuple(put(a, b) for a, b in zip(witness, near[2])),
+        tuple(put(a, x) for a, x in zip(normal, near[1])),
+        tuple(put(a, x) for a, x in zip(witness, near[2])),
     )

@@ -212,8 +212,8 @@ class RobotSpheres:
 
     def bounding(self) -> RobotSpheres:
         """These spheres and boxes with every hull checked as its bounding box: never nearer
-        an obstacle than the hull, and measured without GJK's rounds, at about a third of a
-        check's cost (the global step's many checks: :mod:`pyroki_ros.planning.rrt`)."""
+        an obstacle than the hull, and measured without GJK's rounds (the global step's many
+        checks: :mod:`pyroki_ros.planning.rrt`, where its cost is measured)."""
         return dataclasses.replace(self, hull_vertices=self.hull_vertices[:0])
 
     def hulls_config(self) -> dict[str, list[list[float]]]:

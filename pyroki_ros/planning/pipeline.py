@@ -558,16 +558,18 @@ def warm_up(
     in collision) and, for a pose goal, the whole goal search, which a plan asks for only
     when its first goal configuration does not do; among obstacles and with ``exact``, the
     same for the planner's exact model (its fallback; the node warms it apart, between
-    requests: ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is not applied: a budget would stop the
-    plan before its later steps (the global step, more start paths) compile."""
+    requests: ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is
+    not applied: a budget would stop the plan before its later steps (the global step, more
+    start paths) compile."""
     options = {**options, "timeout": 0.0}
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
     contacts = options.get("contacts", col.DEFAULT_CONTACTS)
     q = _checked_start(planner.robot, start)
     planner.deepest_contact(q, world, contacts)  # its program
     moving = planner.robot.active_mask(None)
+    bounding = planner.clearance_function(world, contacts, moving, bounding=True)
     for rows in rrt.CHUNKS:  # the global step's checks
-        planner.clearance_function(world, contacts, moving, bounding=True)(q[None], rows)
+        bounding(q[None], rows)
     planner.clearances(q[None], world, contacts, moving, rows=rrt.CHUNK)  # an escape's
     objectives = _goal_objectives(goal)
     if objectives:

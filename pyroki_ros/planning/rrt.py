@@ -8,7 +8,7 @@ smoothness and clearance; the optimiser's dense check still decides success.
 
 Validity is the optimiser's rule: :func:`pyroki_ros.collision.checked_pairs` masks (the same
 ``contacts`` and moving joints), its sphere model (hulls as their bounding boxes: a
-conservative check at a third of the cost, :meth:`pyroki_ros.collision.RobotSpheres.bounding`),
+conservative check at about a quarter of the cost, see :class:`Checker`),
 a clearance of at least ``margin`` to the world and between self pairs, and joint limits
 (samples and interpolations stay inside the limit box, which is convex). Only active joints
 move; the others keep the start's value.
