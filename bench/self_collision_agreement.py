@@ -4,7 +4,8 @@
 Plans are judged (``test/mbm_check.py``) by robometrics' self-collision rule: its Franka
 spheres, its ignore list and a clearance buffer per link (5 cm on ``panda_link0`` to
 ``panda_link2``, 2 cm on the fingers). The planner uses its own spheres (the bundled fine
-set's self-collision spheres, its ignore list and its ``self_buffer``). On random
+set's self-collision spheres, its ignore list, its ``self_buffer`` per link and its
+``self_pair_buffer`` per link pair). On random
 configurations within the joint limits this counts *misses* (the planner's model says clear,
 the judge's rule says collision: a path through them is a false success) and *over*
 (the planner's model refuses what the rule accepts: lost room), for the bundled buffers and
@@ -15,6 +16,8 @@ Usage (repository root)::
 
     .venv/bin/python bench/self_collision_agreement.py
     .venv/bin/python bench/self_collision_agreement.py --buffers none 'panda_link0=0.05'
+    .venv/bin/python bench/self_collision_agreement.py --buffers \
+        'panda_link0=0.05,panda_link2:panda_hand=0.05'
 """
 
 from __future__ import annotations
@@ -36,13 +39,28 @@ from pyroki_ros.model.robot import Robot
 from pyroki_ros.robots import urdf_path
 
 
-def parse_buffers(text: str) -> dict[str, float] | None:
-    """'bundled' -> None (the file's), 'none' -> {}, 'link=m,link=m' -> that mapping."""
+def parse_buffers(text: str) -> tuple[dict[str, float], list[tuple[str, str, float]]] | None:
+    """'bundled' -> None (the file's), 'none' -> no buffer, 'link=m,link_a:link_b=m' -> link
+    buffers and pair buffers (``self_buffer``, ``self_pair_buffer``)."""
     if text == "bundled":
         return None
-    if text == "none":
-        return {}
-    return {k: float(v) for k, v in (item.split("=") for item in text.split(","))}
+    links: dict[str, float] = {}
+    pairs: list[tuple[str, str, float]] = []
+    for item in [] if text == "none" else text.split(","):
+        key, value = item.split("=")
+        if ":" in key:
+            a, b = key.split(":")
+            pairs.append((a, b, float(value)))
+        else:
+            links[key] = float(value)
+    return links, pairs
+
+
+def label(spheres: RobotSpheres) -> str:
+    """The buffers of ``spheres`` as 'link m, link_a:link_b m' ('-' for none)."""
+    items = [f"{link} {m:g}" for link, m in spheres.self_buffer]
+    items += [f"{a}:{b} {m:g}" for a, b, m in spheres.self_pair_buffer]
+    return ", ".join(items) or "-"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -53,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         "--buffers",
         nargs="+",
         default=["none", "bundled"],
-        help="'bundled', 'none' or 'link=m,link=m' (default: none and bundled)",
+        help="'bundled', 'none' or 'link=m,link_a:link_b=m' (default: none and bundled)",
     )
     args = parser.parse_args(argv)
 
@@ -83,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         if buffers is not None:  # the same spheres and ignore list with these buffers
             spheres = RobotSpheres.from_config(
                 robot, bundled.to_config("world"), bundled.ignore, bundled.to_config("self"),
-                buffers,
+                *buffers,
             )  # fmt: skip
         smallest = jax.jit(
             lambda q, s=spheres: jnp.min(col.self_distances(col.sphere_centers(robot, s, q), s), -1)
@@ -98,10 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         miss = ~mine_bad & judged_bad
         over = mine_bad & ~judged_bad
         at = Counter(np.asarray(judge.self_at)[miss].tolist()).most_common(3)
-        label = dict(spheres.self_buffer) if buffers is None else buffers
-        shown = ", ".join(f"{k} {v:g}" for k, v in label.items()) or "-"
         print(
-            f"| {'bundled: ' if buffers is None else ''}{shown} | {mine_bad.mean():.1%} | {miss.mean():.2%} "
+            f"| {'bundled: ' if buffers is None else ''}{label(spheres)} | {mine_bad.mean():.1%} | {miss.mean():.2%} "
             f"| {over.mean():.2%} | {', '.join(f'{p} {n}' for p, n in at)} |"
         )
 

@@ -287,14 +287,13 @@ def self_distances(
 
     Args:
         centers: (*batch, S, 3) root-frame sphere centres (from :func:`sphere_centers`).
-        spheres: gives the pairs ``spheres.self_pairs`` (P, 2) and their radii
-            ``spheres.self_radii`` (S,) (the radii plus the links' self buffers).
+        spheres: gives the pairs ``spheres.self_pairs`` (P, 2) and the distance each
+            collides below, ``spheres.self_reach`` (P,) (radii plus buffers).
         checked: optional (P,) bool (:func:`checked_pairs`): inf where False.
     """
     i, j = spheres.self_pairs[:, 0], spheres.self_pairs[:, 1]
-    radii = spheres.self_radii
     gap = centers[..., i, :] - centers[..., j, :]
-    d = safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - radii[..., i] - radii[..., j]
+    d = safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - spheres.self_reach
     return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 

@@ -97,13 +97,17 @@ class RobotSpheres:
             different bodies that are not adjacent and not ignored (see
             :func:`self_collision_pairs`). An array, not metadata, so sphere sets with the
             same number of pairs share a compiled function.
-        self_radii: (S,) the radii self-collision pairs use: ``radii`` plus the sphere's
-            link's ``self_buffer`` (a pair collides below ``r_i + b_i + r_j + b_j``).
+        self_reach: (P,) the centre distance below which a self pair collides: both radii,
+            both links' ``self_buffer`` and the links' ``self_pair_buffer``,
+            ``r_i + b_i + r_j + b_j + b_ij``.
         link_indices: (S,) static, index in ``robot.link_names`` of each sphere's link.
         link_names: (S,) static, each sphere's link name.
         ignore: static, the link-name pairs excluded from self-collision, sorted.
         self_buffer: static, ``(link, m)`` pairs, sorted: extra self-collision clearance
             per link (e.g. to keep the arm off its base by more than its spheres say).
+        self_pair_buffer: static, ``(link_a, link_b, m)``, sorted, ``link_a < link_b``: extra
+            clearance between two links (where one link's buffer would also push it off
+            links it may come close to).
         roles: (S,) static, each sphere's role: "both", "world" or "self".
         box_poses: (X, 7) wxyz_xyz, each box's frame in its link's frame (unit quaternion).
         box_half_extents: (X, 3) half sizes, m, > 0.
@@ -123,11 +127,12 @@ class RobotSpheres:
     centers: jax.Array
     radii: jax.Array
     self_pairs: jax.Array
-    self_radii: jax.Array
+    self_reach: jax.Array
     link_indices: tuple[int, ...] = _static()
     link_names: tuple[str, ...] = _static()
     ignore: tuple[tuple[str, str], ...] = _static(default=())
     self_buffer: tuple[tuple[str, float], ...] = _static(default=())
+    self_pair_buffer: tuple[tuple[str, str, float], ...] = _static(default=())
     roles: tuple[str, ...] = _static(default=())
     box_poses: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 7)))
     box_half_extents: jax.Array = dataclasses.field(default_factory=lambda: jnp.zeros((0, 3)))
@@ -251,16 +256,19 @@ class RobotSpheres:
         ignore: Iterable[Sequence[str]] = (),
         roles: Sequence[str] | None = None,
         self_buffer: Mapping[str, float] | None = None,
+        self_pair_buffer: Iterable[Sequence] = (),
     ) -> RobotSpheres:
         """Spheres from per-sphere link names, centres (S, 3) in the link frame and radii (S,),
-        their roles (S,) ("both", "world" or "self"; default all "both") and an optional
+        their roles (S,) ("both", "world" or "self"; default all "both"), an optional
         ``self_buffer`` ``{link: m}``, extra clearance of that link's spheres in
-        self-collision pairs (the convention of robometrics' and cuRobo's robot files).
+        self-collision pairs (the convention of robometrics' and cuRobo's robot files), and
+        ``self_pair_buffer`` ``[(link_a, link_b, m), ...]``, extra clearance between the
+        spheres of two links only (added to their links' buffers).
 
         Raises:
             ValueError: unknown link (named), wrong shapes, non-finite values, radius <= 0,
                 an unknown role, an ignore entry that is not a pair of known links, or a
-                buffer that is not finite and >= 0.
+                buffer that is not finite and >= 0 (or a pair buffer not of two distinct links).
         """
         link_names = tuple(str(n) for n in link_names)
         centers = np.asarray(centers, np.float64)
@@ -287,17 +295,29 @@ class RobotSpheres:
         buffer = _check_buffer(robot, self_buffer)
         in_self = [role != "world" for role in roles]
         pairs = self_collision_pairs(robot, link_indices, ignore, in_self)
+        pair_buffer = _check_pair_buffer(robot, self_pair_buffer)
         per_link = dict(buffer)
-        extra = np.array([per_link.get(n, 0.0) for n in link_names], np.float64)
+        per_pair = {(a, b): m for a, b, m in pair_buffer}
+        pairs = np.asarray(pairs, np.int32).reshape(-1, 2)
+        a, b = (np.array([link_names[i] for i in pairs[:, c]], str) for c in (0, 1))
+        reach = np.array(
+            [
+                radii[i] + radii[j] + per_link.get(x, 0.0) + per_link.get(y, 0.0)
+                + per_pair.get((min(x, y), max(x, y)), 0.0)
+                for i, j, x, y in zip(pairs[:, 0], pairs[:, 1], a, b)
+            ],
+            np.float64,
+        )  # fmt: skip
         return RobotSpheres(
             centers=jnp.asarray(centers, robot.dtype),
             radii=jnp.asarray(radii, robot.dtype),
-            self_pairs=jnp.asarray(np.asarray(pairs, np.int32).reshape(-1, 2)),
-            self_radii=jnp.asarray(radii + extra.reshape(radii.shape), robot.dtype),
+            self_pairs=jnp.asarray(pairs),
+            self_reach=jnp.asarray(reach.reshape(-1), robot.dtype),
             link_indices=link_indices,
             link_names=link_names,
             ignore=ignore,
             self_buffer=buffer,
+            self_pair_buffer=pair_buffer,
             roles=roles,
         )
 
@@ -308,11 +328,13 @@ class RobotSpheres:
         ignore: Iterable[Sequence[str]] = (),
         self_mapping: Mapping[str, Sequence[Sequence[float]]] | None = None,
         self_buffer: Mapping[str, float] | None = None,
+        self_pair_buffer: Iterable[Sequence] = (),
     ) -> RobotSpheres:
         """Spheres from ``{link_name: [[x, y, z, r], ...]}`` (link frame, m), e.g. from YAML.
         With ``self_mapping`` (the same form), ``mapping``'s spheres are checked against
         obstacles only and ``self_mapping``'s for self-collision only (roles "world" and
-        "self"); without it every sphere does both. ``self_buffer``: see :meth:`create`.
+        "self"); without it every sphere does both. ``self_buffer``, ``self_pair_buffer``:
+        see :meth:`create`.
 
         Raises:
             ValueError: an unknown link (named), an entry that is not 4 numbers, a radius that
@@ -332,7 +354,9 @@ class RobotSpheres:
                 roles += [role] * len(rows)
         centers_a = np.concatenate(centers) if centers else np.zeros((0, 3))
         radii_a = np.concatenate(radii) if radii else np.zeros((0,))
-        return RobotSpheres.create(robot, names, centers_a, radii_a, ignore, roles, self_buffer)
+        return RobotSpheres.create(
+            robot, names, centers_a, radii_a, ignore, roles, self_buffer, self_pair_buffer
+        )
 
     @staticmethod
     def from_yaml(
@@ -344,8 +368,9 @@ class RobotSpheres:
     ) -> RobotSpheres:
         """Spheres from a file with ``spheres: {link: [[x, y, z, r], ...]}``, an optional
         ``self_spheres`` of the same form (see :meth:`from_config`), optional ``boxes``
-        and ``hulls`` (:meth:`with_boxes`), an optional ``self_buffer: {link: m}`` (:meth:`create`) and an
-        optional ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
+        and ``hulls`` (:meth:`with_boxes`), optional ``self_buffer: {link: m}`` and
+        ``self_pair_buffer: [[link_a, link_b, m], ...]`` (:meth:`create`) and an optional
+        ``ignore: [[link_a, link_b], ...]``; ``ignore`` here adds to the file's list.
 
         An optional ``exact_hulls: {link: [[x, y, z], ...]}`` holds the real shapes (convex
         hulls of their collision meshes) of links that the spheres cover conservatively.
@@ -375,6 +400,7 @@ class RobotSpheres:
             [tuple(p) for p in data.get("ignore", [])] + extra,
             data.get("self_spheres"),
             data.get("self_buffer"),
+            data.get("self_pair_buffer") or (),
         ).with_boxes(robot, data.get("boxes"), hulls)
 
     @staticmethod
@@ -530,6 +556,23 @@ def _check_buffer(
         if value > 0.0:
             out.append((str(link), value))
     return tuple(sorted(out))
+
+
+def _check_pair_buffer(
+    robot: Robot, entries: Iterable[Sequence]
+) -> tuple[tuple[str, str, float], ...]:
+    out = {}
+    for entry in entries:
+        if len(entry) != 3 or str(entry[0]) == str(entry[1]):
+            raise ValueError(f"self_pair_buffer entry {entry!r} is not [link_a, link_b, m]")
+        a, b = sorted((str(entry[0]), str(entry[1])))
+        robot.link_index(a), robot.link_index(b)  # ValueError naming an unknown link
+        value = float(entry[2])
+        if not (np.isfinite(value) and value >= 0.0):
+            raise ValueError(f"self_pair_buffer ({a}, {b}) must be finite and >= 0, got {value}")
+        if value > 0.0:
+            out[(a, b)] = value
+    return tuple(sorted((a, b, m) for (a, b), m in out.items()))
 
 
 def embedded_path(name: str, *, fine: bool = False) -> pathlib.Path:

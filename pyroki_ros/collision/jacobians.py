@@ -187,11 +187,10 @@ class CollisionTerms:
         """Per self-collision group (:func:`self_pair_groups`) its nearest checked sphere
         pair: signed distance (G, B), both centres (two triples of (G, B)) and the link bits
         of both spheres (two tuples of (G, B) int32 words). ``checked``: (P,)."""
-        radii = np.asarray(self.spheres.self_radii, np.float64)
         first, second = self._first, self._second  # (G, K)
         # Padded and unchecked slots sit 1e6 m further away: they never win.
         skip = jnp.maximum(self._pad, 1.0 - checked[self._pair_row].astype(centers[0].dtype))
-        reach = radii[first] + radii[second] - FAR * skip  # (G, K)
+        reach = np.asarray(self.spheres.self_reach, np.float64)[self._pair_row] - FAR * skip
         gap = k.materialize(tuple(c[first] - c[second] for c in centers))  # (G, K, B)
         (d_all,) = k.materialize((safe_norm3(*gap) - reach[:, :, None].astype(gap[0].dtype),))
         d = jnp.min(d_all, axis=1)
@@ -242,8 +241,7 @@ class CollisionTerms:
             world_d = jnp.concatenate([world_d, box_d], 0)
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
-        radii = self.spheres.self_radii[:, None]
-        self_d = safe_norm3(*gap) - radii[pairs[:, 0]] - radii[pairs[:, 1]]
+        self_d = safe_norm3(*gap) - self.spheres.self_reach[:, None]
         return world_d, jnp.where(self_checked[:, None], self_d, jnp.inf)
 
     def rows_t(
