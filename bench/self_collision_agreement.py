@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.seed}); the judge's rule calls {judged_bad.mean():.1%} of them a collision.\n"
     )
     print(
-        "| planner's self_buffer | planner: collision | misses (planner clear, judge not) "
+        "| planner's buffers (link, link:link) | planner: collision | misses (planner clear, judge not) "
         "| over (planner collision, judge clear) | judge's pairs behind the misses |"
     )
     print("|---|---|---|---|---|")
