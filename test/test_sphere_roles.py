@@ -153,6 +153,18 @@ def test_fine_set_clears_more_of_the_real_robots_goals():
     assert counts[True] >= 62 and counts[True] > counts[False] + 10, counts
 
 
+def _folded_elbow_reference(robot, spheres, link_buffers):
+    """The elbow folded (panda_link7 near panda_link1): q (n,), the numpy reference's sphere
+    centres (S, 3) and self distances (P,) with the radii grown by ``link_buffers``."""
+    q = np.asarray(robot.center(), np.float64)
+    q[3] = -2.9
+    urdf = ref.parse_urdf(urdf_path("panda").read_text())
+    names = list(spheres.link_names)
+    centres = ref.sphere_centers(urdf, names, np.asarray(spheres.centers, np.float64), q)
+    grown = np.asarray(spheres.radii, np.float64) + [link_buffers.get(n, 0.0) for n in names]
+    return q, centres, ref.self_distances(centres, grown, np.asarray(spheres.self_pairs))
+
+
 def test_self_buffer_grows_self_pairs_only_and_is_read_from_yaml(robot, tmp_path):
     """A link's ``self_buffer`` adds to its spheres' reach in self-collision pairs (a pair
     collides below r_i + b_i + r_j + b_j, robometrics' rule) and nowhere else: self
@@ -163,14 +175,7 @@ def test_self_buffer_grows_self_pairs_only_and_is_read_from_yaml(robot, tmp_path
     path.write_text(json.dumps({"spheres": WORLD, "self_spheres": SELF, "self_buffer": buffer}))
     buffered = RobotSpheres.from_yaml(robot, path)
     assert dict(buffered.self_buffer) == buffer
-    q = np.asarray(robot.center(), np.float64)
-    q[3] = -2.9  # elbow folded: link7 near link1
-    urdf = ref.parse_urdf(urdf_path("panda").read_text())
-    names = list(buffered.link_names)
-    centres = ref.sphere_centers(urdf, names, np.asarray(buffered.centers, np.float64), q)
-    grown = np.asarray(buffered.radii, np.float64) + [buffer.get(n, 0.0) for n in names]
-    pairs = np.asarray(buffered.self_pairs)
-    expected = ref.self_distances(centres, grown, pairs)
+    q, centres, expected = _folded_elbow_reference(robot, buffered, buffer)
     got = self_distances(sphere_centers(robot, buffered, q), buffered)
     np.testing.assert_allclose(got, expected, atol=1e-5)
     plain_d = self_distances(sphere_centers(robot, plain, q), plain)
@@ -205,14 +210,8 @@ def test_pair_buffer_grows_only_its_link_pair(robot, tmp_path):
     path.write_text(json.dumps(data))
     buffered = RobotSpheres.from_yaml(robot, path)
     assert buffered.self_pair_buffer == (("panda_link1", "panda_link7", 0.1),)
-    q = np.asarray(robot.center(), np.float64)
-    q[3] = -2.9
-    urdf = ref.parse_urdf(urdf_path("panda").read_text())
-    names = list(buffered.link_names)
-    centres = ref.sphere_centers(urdf, names, np.asarray(buffered.centers, np.float64), q)
-    grown = np.asarray(buffered.radii, np.float64) + [links.get(n, 0.0) for n in names]
-    pairs = np.asarray(buffered.self_pairs)
-    expected = ref.self_distances(centres, grown, pairs)
+    q, _, expected = _folded_elbow_reference(robot, buffered, links)
+    names, pairs = list(buffered.link_names), np.asarray(buffered.self_pairs)
     named = {frozenset((names[i], names[j])) for i, j in pairs}
     assert frozenset(("panda_link1", "panda_link7")) in named and len(named) > 1
     hit = np.array([{names[i], names[j]} == {"panda_link1", "panda_link7"} for i, j in pairs])
