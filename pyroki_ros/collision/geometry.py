@@ -299,20 +299,16 @@ class RobotSpheres:
         per_link = dict(buffer)
         per_pair = {(a, b): m for a, b, m in pair_buffer}
         pairs = np.asarray(pairs, np.int32).reshape(-1, 2)
-        a, b = (np.array([link_names[i] for i in pairs[:, c]], str) for c in (0, 1))
-        reach = np.array(
-            [
-                radii[i] + radii[j] + per_link.get(x, 0.0) + per_link.get(y, 0.0)
-                + per_pair.get((min(x, y), max(x, y)), 0.0)
-                for i, j, x, y in zip(pairs[:, 0], pairs[:, 1], a, b)
-            ],
-            np.float64,
-        )  # fmt: skip
+        grown = radii + np.array([per_link.get(n, 0.0) for n in link_names], np.float64)
+        between = [
+            per_pair.get(tuple(sorted((link_names[i], link_names[j]))), 0.0) for i, j in pairs
+        ]
+        reach = grown[pairs[:, 0]] + grown[pairs[:, 1]] + np.asarray(between, np.float64)
         return RobotSpheres(
             centers=jnp.asarray(centers, robot.dtype),
             radii=jnp.asarray(radii, robot.dtype),
             self_pairs=jnp.asarray(pairs),
-            self_reach=jnp.asarray(reach.reshape(-1), robot.dtype),
+            self_reach=jnp.asarray(reach, robot.dtype),
             link_indices=link_indices,
             link_names=link_names,
             ignore=ignore,
@@ -544,15 +540,21 @@ def _link_rows(robot: Robot, link: str, rows, what: str, form: str) -> np.ndarra
     return values
 
 
+def _buffer_value(value, what: str) -> float:
+    """A buffer in m: finite and >= 0, else ValueError naming ``what``."""
+    value = float(value)
+    if not (np.isfinite(value) and value >= 0.0):
+        raise ValueError(f"{what} must be finite and >= 0, got {value}")
+    return value
+
+
 def _check_buffer(
     robot: Robot, buffer: Mapping[str, float] | None
 ) -> tuple[tuple[str, float], ...]:
     out = []
     for link, value in (buffer or {}).items():
         robot.link_index(str(link))  # ValueError naming an unknown link
-        value = float(value)
-        if not (np.isfinite(value) and value >= 0.0):
-            raise ValueError(f"link '{link}': self_buffer must be finite and >= 0, got {value}")
+        value = _buffer_value(value, f"link '{link}': self_buffer")
         if value > 0.0:
             out.append((str(link), value))
     return tuple(sorted(out))
@@ -561,17 +563,18 @@ def _check_buffer(
 def _check_pair_buffer(
     robot: Robot, entries: Iterable[Sequence]
 ) -> tuple[tuple[str, str, float], ...]:
+    """``[link_a, link_b, m]`` entries as sorted ``(link_a, link_b, m)``, ``link_a < link_b``
+    (the ignore list's rule for a pair of links), zeros left out."""
     out = {}
     for entry in entries:
-        if len(entry) != 3 or str(entry[0]) == str(entry[1]):
+        entry = tuple(entry)
+        names = entry[:2]
+        if len(entry) != 3 or not all(isinstance(n, str) for n in names) or names[0] == names[1]:
             raise ValueError(f"self_pair_buffer entry {entry!r} is not [link_a, link_b, m]")
-        a, b = sorted((str(entry[0]), str(entry[1])))
-        robot.link_index(a), robot.link_index(b)  # ValueError naming an unknown link
-        value = float(entry[2])
-        if not (np.isfinite(value) and value >= 0.0):
-            raise ValueError(f"self_pair_buffer ({a}, {b}) must be finite and >= 0, got {value}")
+        (pair,) = _check_ignore(robot, [names])  # unknown links: ValueError naming them
+        value = _buffer_value(entry[2], f"self_pair_buffer {pair}")
         if value > 0.0:
-            out[(a, b)] = value
+            out[pair] = value
     return tuple(sorted((a, b, m) for (a, b), m in out.items()))
 
 

@@ -24,7 +24,8 @@ import jax.numpy as jnp
 # Rounds per pair by default (boxes.HULL_ROUNDS takes fewer where an obstacle kind
 # converges sooner); every round costs one support of each shape. 12 meets the tolerances of
 # test_robot_hulls.py's convex-distance test (the Panda hand's hull against every kind,
-# 0-30 mm apart: 0.1 mm, 0.5 mm to a cylinder, whose curved rim converges slowest); in
+# 0-30 mm apart: 0.1 mm, 0.5 mm to a cylinder, whose curved rim converges slowest, in its
+# poses; up to 2.6 mm short in others, docs/benchmarks/gjk_rounds.md); in
 # probes with 8 a few pairs stopped millimetres short (2026-11-28 note on issue 16).
 GJK_ROUNDS = 12
 
