@@ -145,6 +145,32 @@ def test_gives_up_within_its_budget_when_enclosed(panda):
     assert not found.success and "no goal configuration" in found.reason
 
 
+def test_no_goal_configuration_is_an_answer_and_a_wrong_width_an_error(panda):
+    robot, planner, _ = panda
+    start, goal = _ends()
+    active = np.ones(robot.n_joints, bool)
+    world = World.create(**PILLAR)
+    path, found = rrt.global_path(
+        planner, start, [], active, 64, world=world, contacts=col.DEFAULT_CONTACTS,
+        margin=MARGIN, budget=1.0,
+    )  # fmt: skip
+    assert path is None and not found.success and found.reason == "no goal configuration given"
+    checker = _checker(planner, PILLAR, active)
+    lower, upper = robot.limits.lower, robot.limits.upper
+    rng = np.random.default_rng(0)
+    found = rrt.rrt_connect(
+        checker, start, np.zeros((0, robot.n_joints)), lower, upper, active, rng
+    )
+    assert not found.success and "no goal configuration" in found.reason
+    with pytest.raises(ValueError, match=r"shape \(G, 8\)"):
+        rrt.rrt_connect(checker, start, goal[:-1], lower, upper, active, rng)
+    with pytest.raises(ValueError, match=r"shape \(G, 8\)"):
+        rrt.global_path(
+            planner, start, [goal[:-1]], active, 64, world=world,
+            contacts=col.DEFAULT_CONTACTS, margin=MARGIN, budget=1.0,
+        )  # fmt: skip
+
+
 @pytest.mark.slow  # the first plan compiles the optimiser: 30-130 s on a loaded 2-core CPU
 def test_plan_with_the_global_step_solves_an_mbm_problem(panda):
     """bookshelf_small/5 of the generated set, planned with the global step on (the

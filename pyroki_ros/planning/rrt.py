@@ -206,6 +206,18 @@ class _Tree:
         return np.asarray(out)
 
 
+def _goal_rows(goals, n: int) -> np.ndarray:
+    """(G, n) float64 copy of the goal configurations ``goals`` (one (n,) or G of them; G
+    may be 0); ValueError for another width."""
+    goals = np.asarray(goals, np.float64)
+    if goals.size == 0:
+        return np.zeros((0, n))
+    goals = np.atleast_2d(goals)
+    if goals.ndim != 2 or goals.shape[1] != n:
+        raise ValueError(f"goal configurations must have shape (G, {n}), got {goals.shape}")
+    return goals.copy()
+
+
 def rrt_connect(
     checker: Checker,
     start: np.ndarray,
@@ -242,7 +254,7 @@ def rrt_connect(
     """
     active = np.asarray(active, bool)
     start = np.asarray(start, np.float64)
-    goals = np.atleast_2d(np.asarray(goals, np.float64)).copy()
+    goals = _goal_rows(goals, len(start))
     goals[:, ~active] = start[~active]
     clock = CompileFreeClock()  # the search's budget: compiles not counted, as for plans
     start_valid = checker.valid(start[None])[0]  # compiles the check for a new scene bucket
@@ -405,7 +417,7 @@ def global_path(
     (start to any of ``goals``), shortcut and resampled to ``t_count`` knots, or None.
 
     ``goals`` (k, n): for a pose goal, the plan's goal configurations
-    (:func:`pyroki_ros.planning.goals.search`).
+    (:func:`pyroki_ros.planning.goals.search`); none (k = 0): None and that reason.
 
     Valid: clearance >= ``margin`` (plan() passes a quarter of its margin: the optimiser pushes
     the path out to the whole margin), less near a start or goal that sits closer or
@@ -414,10 +426,12 @@ def global_path(
     or the planner has no spheres (nothing to plan around)."""
     if planner.spheres is None:
         return None, RRTResult(None, False, "no sphere model", -1, 0, 0, 0, 0.0)
+    goals = _goal_rows(goals, planner.robot.n_joints)
+    if len(goals) == 0:
+        return None, RRTResult(None, False, "no goal configuration given", -1, 0, 0, 0, 0.0)
     rng = np.random.default_rng([seed, 7])
     active = np.asarray(active, bool)
     checker = Checker(planner, world, contacts, active, margin)
-    goals = np.atleast_2d(np.asarray(goals, np.float64))
     given = goals.copy()
     # By the plan's own model (the checker's bounding boxes may touch where hulls do not).
     clear = planner.clearances(goals, world, contacts, active) >= 0
