@@ -171,6 +171,23 @@ def test_no_goal_configuration_is_an_answer_and_a_wrong_width_an_error(panda):
         )  # fmt: skip
 
 
+def test_clearances_refuse_another_width_and_answer_an_empty_batch(panda):
+    """The check every sampling step shares: a configuration of another width was answered
+    (JAX gathers past the end clamp) instead of refused."""
+    robot, planner, _ = panda
+    world = World.create(**PILLAR)
+    moving = np.ones(robot.n_joints, bool)
+    start, _ = _ends()
+    clearance = planner.clearance_function(world, col.DEFAULT_CONTACTS, moving)
+    assert clearance(start[None]).shape == (1,)
+    assert clearance(np.zeros((0, robot.n_joints))).shape == (0,)
+    for wrong in (start[None, :-1], start, np.zeros((2, 0))):
+        with pytest.raises(ValueError, match=r"shape \(B, 8\)"):
+            clearance(wrong)
+    with pytest.raises(ValueError, match=r"shape \(B, 8\)"):
+        planner.clearances(start[None, :-1], world, col.DEFAULT_CONTACTS, moving)
+
+
 @pytest.mark.slow  # the first plan compiles the optimiser: 30-130 s on a loaded 2-core CPU
 def test_plan_with_the_global_step_solves_an_mbm_problem(panda):
     """bookshelf_small/5 of the generated set, planned with the global step on (the

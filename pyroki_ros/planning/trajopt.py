@@ -465,16 +465,23 @@ class TrajectoryOptimizer:
         that the warm-up compiles, not one per size; to at least ``rows`` (the function's
         second argument) for a caller that wants one program whatever its count (the goal
         search: its seed count). ``bounding``: hulls as their bounding boxes
-        (:meth:`col.RobotSpheres.bounding`), a cheaper conservative check."""
+        (:meth:`col.RobotSpheres.bounding`), a cheaper conservative check. ValueError for
+        configurations of another shape; none (B = 0): an empty answer."""
         world = self._empty_world if world is None else world
         padded = self._padded_world(world)
         checked = self._checked(world, padded, contacts, np.asarray(moving, bool))
         program = self._bounding_program if bounding else self._clearance_program
         dt = self._dtype
 
+        n = self.robot.n_joints
+
         def clearance(q: np.ndarray, rows: int = 1) -> np.ndarray:
             q = np.asarray(q, dt)
+            if q.ndim != 2 or q.shape[1] != n:  # gathers past the end would clamp: no error
+                raise ValueError(f"configurations must have shape (B, {n}), got {q.shape}")
             count = len(q)
+            if count == 0:  # nothing to check: no program for an empty batch
+                return np.zeros(0, dt)
             need = max(count, rows, 1)
             fit = [b for b in CLEARANCE_ROWS if b >= need]
             size = fit[0] if fit else 1 << (need - 1).bit_length()
