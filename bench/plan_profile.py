@@ -22,11 +22,10 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, commit_of, loadavg, machine_line, utc_now
+from common import REPO, commit_of, loadavg, machine_line, time_calls, utc_now
 
 import mbm_benchmark as mb
 import mbm_problems as mp
@@ -58,12 +57,8 @@ def profile_problem(planner: mb.Planner, problem: mp.Problem, t_count: int) -> d
     run(1)  # compiles for a new obstacle bucket (not timed)
     points = []
     for limit in LIMITS:
-        seconds = []
-        for _ in range(REPEATS):
-            t0 = time.perf_counter()
-            result = run(limit)
-            seconds.append(time.perf_counter() - t0)
-        points.append((result.iterations, float(np.median(seconds))))
+        calls = time_calls(lambda limit=limit: run(limit), min_repeats=REPEATS, max_repeats=REPEATS)
+        points.append((calls.result.iterations, float(np.median(calls.wall))))
     iterations, seconds = (np.asarray(x, float) for x in zip(*points))
     per_iteration, fixed = np.polyfit(iterations, seconds, 1)
     return {
@@ -86,7 +81,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         ),
         f"Command: `{meta['command']}`",
         "",
-        (sys.modules[__name__].__doc__ or "").split("\n\nUsage:")[0].strip(),
+        __doc__.split("\n\nUsage:")[0].strip(),
         "",
         (
             f"T = {meta['t_count']} knots; obstacle buckets {BUCKETS}; problems: the first "
