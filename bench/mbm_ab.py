@@ -1,0 +1,166 @@
+"""Interleaved A/B of ``plan`` options on MotionBenchMaker problems, in one process.
+
+    .venv/bin/python bench/mbm_ab.py '{"early_stop": 0.01}' '{"early_stop": 1.0}'
+
+Each argument is a variant: keyword options of ``TrajectoryOptimizer.plan`` as JSON (on top
+of the benchmark's own: fine spheres, ``start_collision='escape'``, the 2 s budget; a
+``weights`` object becomes :class:`~pyroki_ros.planning.problem.Weights`). Every problem is
+planned once per variant, back to back, the order reversed every other problem, after one
+warm-up: so a drift of this machine's speed (run-to-run medians of bench/mbm_benchmark.py move
+~10 % here) falls on every variant alike. Paths are checked as bench/mbm_benchmark.py checks
+them (``test/mbm_check.py``). Reported per variant: successes (planner and check), false
+successes, plan time median / p95 / max, its geometric-mean ratio to the first variant over
+the same problems, per-family medians and the median path length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common import REPO, commit_of, loadavg, machine_line, pct, utc_now
+
+import mbm_benchmark as mb
+import mbm_problems as mp
+
+
+def variant_options(text: str) -> dict:
+    """Plan keywords from a JSON object (``weights``: Weights' fields)."""
+    from pyroki_ros.planning.problem import Weights
+
+    options = json.loads(text)
+    if not isinstance(options, dict):
+        raise TypeError(f"a variant is a JSON object of plan options, got {text!r}")
+    if "weights" in options:
+        options["weights"] = Weights(**options["weights"])
+    return options
+
+
+def run(planner: mb.Planner, problems: list, variants: list[dict]) -> list[list]:
+    """Per variant, per problem: its ProblemResult, planned back to back with the others."""
+    base = dict(planner.plan_options)
+    results: list[list] = [[] for _ in variants]
+    for k, problem in enumerate(problems):
+        order = range(len(variants)) if k % 2 == 0 else reversed(range(len(variants)))
+        for i in order:
+            planner.plan_options = {**base, **variants[i]}
+            results[i].append(mb.run_problem(planner, problem))
+        times = " ".join(
+            f"{results[i][-1].seconds * 1e3:6.0f}{'' if results[i][-1].verdict.ok else 'x'}"
+            for i in range(len(variants))
+        )
+        print(f"{problem.name:22s} {times}", flush=True)
+    planner.plan_options = base
+    return results
+
+
+def summary(results: list, first: list) -> dict:
+    both = [r.planner_ok and r.verdict.ok for r in results]
+    seconds = [r.seconds for r in results]
+    ratio = math.exp(
+        statistics.mean(math.log(a.seconds / b.seconds) for a, b in zip(results, first))
+    )
+    families = dict.fromkeys(r.family for r in results)
+    lengths = [r.path_length for r in results if math.isfinite(r.path_length)]
+    return {
+        "both": sum(both),
+        "count": len(results),
+        "false": sum(r.planner_ok and not r.verdict.ok for r in results),
+        "median_ms": statistics.median(seconds) * 1e3,
+        "p95_ms": pct(seconds, 95) * 1e3,
+        "max_ms": max(seconds) * 1e3,
+        "ratio": ratio,
+        "families": {
+            f: statistics.median(r.seconds for r in results if r.family == f) * 1e3
+            for f in families
+        },
+        "length": statistics.median(lengths) if lengths else math.nan,
+    }
+
+
+def markdown(texts: list[str], rows: list[dict], meta: dict) -> str:
+    out = [
+        "# MotionBenchMaker: interleaved A/B of plan options",
+        "",
+        (
+            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
+            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
+        ),
+        f"Command: `{meta['command']}`",
+        "",
+        (
+            "Every problem planned once per variant, back to back (order reversed every other "
+            "problem), after one warm-up; fine spheres, `start_collision='escape'`, 2 s "
+            "budget, T = 64, paths checked by `test/mbm_check.py`. *ratio*: geometric mean "
+            "over the problems of the plan time against the first variant's."
+        ),
+        "",
+        f"Problems: {meta['problems']}.",
+        "",
+        "| variant | both | false success | median | p95 | max | ratio | path length |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for text, s in zip(texts, rows):
+        out.append(
+            f"| `{text}` | {s['both']}/{s['count']} | {s['false']} | {s['median_ms']:.0f} ms "
+            f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['ratio']:.3f} | {s['length']:.2f} |"
+        )
+    families = list(rows[0]["families"])
+    out += ["", "Median plan time per family:", ""]
+    out.append("| variant | " + " | ".join(families) + " |")
+    out.append("|---|" + "---|" * len(families))
+    for text, s in zip(texts, rows):
+        cells = " | ".join(f"{s['families'][f]:.0f} ms" for f in families)
+        out.append(f"| `{text}` | {cells} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("variants", nargs="+", help="plan options per variant, JSON objects")
+    parser.add_argument(
+        "--problems",
+        type=Path,
+        nargs="+",
+        default=[Path("test/data/mbm/generated_seed2.yaml")],
+        help="problem files",
+    )
+    parser.add_argument("--markdown", default="", help="report file ('' for none)")
+    args = parser.parse_args(argv)
+    if len(args.variants) < 2:
+        parser.error("give at least two variants")
+    variants = [variant_options(text) for text in args.variants]
+    problems = [p for path in args.problems for p in mp.load_problems(REPO / path)]
+    load_start = loadavg()
+    planner = mb.make_planner(
+        fine=True, timeout=mb.BUDGET_S, buckets=(0, 16, 64), start_collision="escape"
+    )
+    mb.warm(planner, problems[0], 64, False)
+    results = run(planner, problems, variants)
+    rows = [summary(r, results[0]) for r in results]
+    for text, s in zip(args.variants, rows):
+        print(f"{text}: both {s['both']}/{s['count']}, false {s['false']}, median "
+              f"{s['median_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms, ratio {s['ratio']:.3f}")  # fmt: skip
+    if args.markdown:
+        argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
+        meta = {
+            "date": utc_now(),
+            "machine": machine_line(),
+            "commit": commit_of(None),
+            "command": f".venv/bin/python bench/mbm_ab.py {argv_text}",
+            "load_start": load_start,
+            "load_end": loadavg(),
+            "problems": ", ".join(f"`{p}`" for p in args.problems),
+        }
+        Path(args.markdown).write_text(markdown(args.variants, rows, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
