@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, commit_of, loadavg, machine_line, pct, utc_now
+from common import REPO, commit_of, loadavg, machine_line, utc_now
 
 import mbm_benchmark as mb
 import mbm_problems as mp
@@ -61,26 +61,17 @@ def run(planner: mb.Planner, problems: list, variants: list[dict]) -> list[list]
 
 
 def summary(results: list, first: list) -> dict:
-    both = [r.planner_ok and r.verdict.ok for r in results]
-    seconds = [r.seconds for r in results]
-    ratio = math.exp(
-        statistics.mean(math.log(a.seconds / b.seconds) for a, b in zip(results, first))
-    )
+    """bench/mbm_benchmark.py's summary of one variant's results, with the geometric-mean
+    ratio of its plan times to the first variant's (``ratio``) and per-family medians."""
+    ratio = statistics.mean(math.log(a.seconds / b.seconds) for a, b in zip(results, first))
     families = dict.fromkeys(r.family for r in results)
-    lengths = [r.path_length for r in results if math.isfinite(r.path_length)]
     return {
-        "both": sum(both),
-        "count": len(results),
-        "false": sum(r.planner_ok and not r.verdict.ok for r in results),
-        "median_ms": statistics.median(seconds) * 1e3,
-        "p95_ms": pct(seconds, 95) * 1e3,
-        "max_ms": max(seconds) * 1e3,
-        "ratio": ratio,
+        **mb.summarize(results),
+        "ratio": math.exp(ratio),
         "families": {
             f: statistics.median(r.seconds for r in results if r.family == f) * 1e3
             for f in families
         },
-        "length": statistics.median(lengths) if lengths else math.nan,
     }
 
 
@@ -108,8 +99,8 @@ def markdown(texts: list[str], rows: list[dict], meta: dict) -> str:
     ]
     for text, s in zip(texts, rows):
         out.append(
-            f"| `{text}` | {s['both']}/{s['count']} | {s['false']} | {s['median_ms']:.0f} ms "
-            f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['ratio']:.3f} | {s['length']:.2f} |"
+            f"| `{text}` | {s['both_ok']}/{s['problems']} | {s['false_success']} | {s['median_ms']:.0f} ms "
+            f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['ratio']:.3f} | {s['path_length']:.2f} |"
         )
     families = list(rows[0]["families"])
     out += ["", "Median plan time per family:", ""]
@@ -139,13 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems = [p for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
     planner = mb.make_planner(
-        fine=True, timeout=mb.BUDGET_S, buckets=(0, 16, 64), start_collision="escape"
+        fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"
     )
     mb.warm(planner, problems[0], 64, False)
     results = run(planner, problems, variants)
     rows = [summary(r, results[0]) for r in results]
     for text, s in zip(args.variants, rows):
-        print(f"{text}: both {s['both']}/{s['count']}, false {s['false']}, median "
+        print(f"{text}: both {s['both_ok']}/{s['problems']}, false {s['false_success']}, median "
               f"{s['median_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms, ratio {s['ratio']:.3f}")  # fmt: skip
     if args.markdown:
         argv_text = shlex.join(sys.argv[1:] if argv is None else argv)

@@ -33,7 +33,7 @@ import numpy as np
 
 LIMITS = (0, 1, 2, 5, 10, 20)  # max_iterations of the timed calls
 REPEATS = 3
-BUCKETS = (0, 16, 64)  # bench/mbm_benchmark.py's default --obstacle-buckets
+BUCKETS = mb.BUCKETS  # bench/mbm_benchmark.py's default --obstacle-buckets
 
 
 def profile_problem(planner: mb.Planner, problem: mp.Problem, t_count: int) -> dict:
