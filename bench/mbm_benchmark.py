@@ -20,7 +20,10 @@ Protocol:
   goal search) on the first problem, or a plan of it for a commit without ``warm_up``; then
   every problem once, timed with ``time.perf_counter`` around ``plan``, with the seconds JAX
   spent compiling during it (tracing, lowering and XLA, by ``jax.monitoring``'s events: every
-  program, the optimiser's, the IK's and the clearance checks');
+  program, the optimiser's, the IK's and the clearance checks'); each path checked right
+  after its plan, or with ``--check-after`` every path after the last plan, the plans timed
+  back to back (on a shared VM a plan that follows the check's numpy work runs slower:
+  ``bench/plan_after_idle.py`` measures by how much);
 * independent check (``test/mbm_check.py``): goal within 1 mm / 1 degree by a float64 numpy FK,
   joint limits, robometrics' Franka spheres (not the planner's) at distance >= 0 from the exact
   cuboids and cylinders (``panda_link0``'s excepted), robometrics' self-collision rule, along
@@ -236,16 +239,23 @@ def start_configuration(planner: Planner, problem: mp.Problem) -> np.ndarray:
     return configurations(planner, problem.start)
 
 
-def run_problem(
-    planner: Planner,
-    problem: mp.Problem,
-    *,
-    num_steps: int = 64,
-    drop_stand: bool = False,
-    source: str = "",
-) -> ProblemResult:
-    """Plans one problem and checks the path independently (a planner exception counts as a
-    failure with its message)."""
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One timed plan, not checked yet: the plan (None when ``plan`` raised, ``error`` its
+    text), its wall time and the compile seconds inside it."""
+
+    problem: mp.Problem
+    plan: object | None
+    seconds: float
+    compile_seconds: float
+    error: str = ""
+
+
+def plan_problem(
+    planner: Planner, problem: mp.Problem, *, num_steps: int = 64, drop_stand: bool = False
+) -> Planned:
+    """Plans one problem, timed with ``time.perf_counter`` around ``plan`` (a planner
+    exception is kept as the failure's message)."""
     from pyroki_ros import objectives as O
     from pyroki_ros.planning.budget import compile_seconds
 
@@ -265,21 +275,29 @@ def run_problem(
         )
     except Exception as error:  # noqa: BLE001 (a crash fails this problem, not the run)
         seconds = time.perf_counter() - t0
+        compiled = compile_seconds(all_threads=True) - compiling
+        return Planned(problem, None, seconds, compiled, f"{type(error).__name__}: {error}")
+    seconds = time.perf_counter() - t0
+    return Planned(problem, plan, seconds, compile_seconds(all_threads=True) - compiling)
+
+
+def check_problem(planner: Planner, planned: Planned, source: str = "") -> ProblemResult:
+    """The independent check of a timed plan (``test/mbm_check.py``) and its result row."""
+    problem = planned.problem
+    if planned.plan is None:
         verdict = mc.Verdict(False, math.inf, math.inf, False, -math.inf, -math.inf, "no path")
-        message = f"{type(error).__name__}: {error}"
         return ProblemResult(
             problem.name,
             problem.family,
             source,
             False,
             verdict,
-            seconds,
+            planned.seconds,
             math.nan,
-            message,
-            compile_seconds(all_threads=True) - compiling,
+            planned.error,
+            planned.compile_seconds,
         )
-    seconds = time.perf_counter() - t0
-    compiled = compile_seconds(all_threads=True) - compiling
+    plan = planned.plan
     names = list(planner.robot.joint_names)
     path = np.asarray(plan.path, np.float64)[:, [names.index(j) for j in mc.PANDA.joint_names]]
     verdict = mc.check_path(path, problem.goal_pose, problem.scene)
@@ -290,12 +308,25 @@ def run_problem(
         source,
         bool(plan.success),
         verdict,
-        seconds,
+        planned.seconds,
         length,
         str(getattr(plan, "message", "")),
-        compiled,
+        planned.compile_seconds,
         own_goals_clear(planner, problem) if hasattr(planner.optimizer, "clearances") else "",
     )
+
+
+def run_problem(
+    planner: Planner,
+    problem: mp.Problem,
+    *,
+    num_steps: int = 64,
+    drop_stand: bool = False,
+    source: str = "",
+) -> ProblemResult:
+    """Plans one problem and checks the path independently right after."""
+    planned = plan_problem(planner, problem, num_steps=num_steps, drop_stand=drop_stand)
+    return check_problem(planner, planned, source)
 
 
 def warm(planner: Planner, problem: mp.Problem, num_steps: int, drop_stand: bool) -> str:
@@ -415,7 +446,8 @@ def markdown(
             "the exact cuboids and cylinders, self-collision by robometrics' rule, >= 20 "
             "points per segment); *both*: the success that counts; *false success*: planner "
             "yes, check no. Times per plan after a warm-up "
-            f"({meta['first_plan_s']:.1f} s, {meta['warm_up']} of `{meta['first_problem']}`); "
+            f"({meta['first_plan_s']:.1f} s, {meta['warm_up']} of `{meta['first_problem']}`), "
+            f"{meta['order']}; "
             "*first*: the family's first plan in the timed pass; *compile*: seconds JAX spent "
             "compiling inside the timed plans (tracing, lowering, XLA: a new obstacle-count "
             "bucket or problem structure). Path length: median joint-space length (rad)."
@@ -501,6 +533,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the per-problem results here")
     parser.add_argument(
+        "--check-after",
+        action="store_true",
+        help="plan every problem back to back, check the paths after the last plan "
+        "(default: each path checked right after its plan)",
+    )
+    parser.add_argument(
         "--fine-spheres",
         action="store_true",
         help="plan with the bundled fine sphere model (RobotSpheres.embedded(fine=True))",
@@ -561,10 +599,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{warm_up} ({first_label} {first.name}, compiles): {first_plan_s:.1f} s", flush=True)
 
     results = []
-    for label, problem in chosen:
-        r = run_problem(
-            planner, problem, num_steps=args.steps, drop_stand=args.drop_stand, source=label
-        )
+
+    def plan(problem: mp.Problem) -> Planned:
+        return plan_problem(planner, problem, num_steps=args.steps, drop_stand=args.drop_stand)
+
+    # --check-after: every plan timed back to back, the checks after the last (see the doc).
+    planned = [plan(problem) for _, problem in chosen] if args.check_after else None
+    for i, (label, problem) in enumerate(chosen):
+        r = check_problem(planner, planned[i] if planned else plan(problem), label)
         results.append(r)
         print(
             f"{label} {r.name}: planner {'yes' if r.planner_ok else 'no'}, check "
@@ -591,6 +633,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "first_plan_s": first_plan_s,
         "first_problem": f"{first_label} {first.name}",
         "warm_up": warm_up,
+        "order": (
+            "the plans back to back, every path checked after the last plan"
+            if args.check_after
+            else "each path checked right after its plan (the next plan follows the check)"
+        ),
         "load_start": load_start,
         "load_end": loadavg(),
     }

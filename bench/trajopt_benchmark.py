@@ -14,7 +14,11 @@ Protocol:
   no penetration of any obstacle or self pair at 10 samples per segment (numpy distances of
   test/collision_reference.py);
 * per T in ``--steps``: success %, median / p95 / max wall time per plan (after a warm-up plan
-  that compiles), mean LM iterations, and the cold compile time;
+  that compiles), mean LM iterations, and the cold compile time; each path checked right
+  after its plan, or with ``--check-after`` all after the last plan, the plans timed back to
+  back (on a shared VM a plan that follows other work runs slower: bench/plan_after_idle.py);
+  ``--plan-options``: ``plan`` keywords as JSON, one row per variant, every pair planned with
+  each variant back to back (the order reversed every other pair);
 * batched: ``plan_batch`` of all pairs at once (one program, vmap over pairs: the GPU mode;
   one IK goal configuration from each start, straight-line starts, no restarts), on a fresh
   optimiser: the first call's time minus the best later call's is the compile time of the
@@ -38,11 +42,12 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
 
-from common import machine_line, utc_now
+from common import commit_of, machine_line, utc_now
 
 import numpy as np
 
@@ -60,6 +65,34 @@ def independent_check(model, check, path, case, obstacles) -> tuple[bool, str]:
     if p_err > 1e-3 or r_err > math.radians(1.0):
         return False, f"goal error {p_err:.2e} m / {r_err:.2e} rad"
     return True, ""
+
+
+def check_case(model, check, plan, case, obstacles) -> tuple[bool, bool, str]:
+    """(the planner's word, the independent check's, why the check said no)."""
+    good, why = independent_check(model, check, plan.path, case, obstacles)
+    return bool(plan.success), good, why
+
+
+def single_row(steps: int, options: dict, plans: list, verdicts: list, compile_s: float) -> dict:
+    """One row of single plans: success by the planner and by the check, plan times."""
+    ms = np.array([plan.solve_seconds for plan in plans]) * 1e3
+    return {
+        "steps": steps,
+        "options": options,
+        "pairs": len(plans),
+        "success_pct": 100.0 * np.mean([ok for ok, _, _ in verdicts]),
+        "checked_pct": 100.0 * np.mean([good for _, good, _ in verdicts]),
+        "median_ms": float(np.median(ms)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "max_ms": float(ms.max()),
+        "mean_iterations": float(np.mean([plan.iterations for plan in plans])),
+        "compile_s": compile_s,
+        "disagreements": [
+            f"pair {i}: planner says {ok}, check says {why or good}"
+            for i, (ok, good, why) in enumerate(verdicts)
+            if ok != good
+        ],
+    }
 
 
 def run_batch(args, robot, spheres, model, check, world, cases, obstacles) -> dict:
@@ -205,6 +238,19 @@ def main() -> int:
         help="run only the single plans or only the batched part (default both)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--plan-options",
+        nargs="+",
+        default=["{}"],
+        help="plan keywords as JSON, one object per variant (each a row; every pair planned "
+        "with each variant back to back)",
+    )
+    parser.add_argument(
+        "--check-after",
+        action="store_true",
+        help="time every plan back to back and check the paths after the last (default: "
+        "each path checked right after its plan)",
+    )
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -229,6 +275,7 @@ def main() -> int:
 
     rows = []
     single_steps = [] if args.only == "batch" else [int(s) for s in args.steps.split(",")]
+    variants = [json.loads(text) for text in args.plan_options]
     for steps in single_steps:
         planner = TrajectoryOptimizer(robot, spheres)  # cold: compile counted below
         goal = [O.pose("panda_hand", warm[0].goal_pose)]
@@ -238,35 +285,35 @@ def main() -> int:
         t0 = time.perf_counter()
         planner.plan(warm[0].start, goal, world=world, num_steps=steps)
         compile_s = first - (time.perf_counter() - t0)
-        times, iterations, ok, checked, failures = [], [], 0, 0, []
+        plans = [[] for _ in variants]
+        verdicts = [[] for _ in variants]
         for i, case in enumerate(cases):
-            plan = planner.plan(
-                case.start, [O.pose("panda_hand", case.goal_pose)], world=world, num_steps=steps
-            )
-            times.append(plan.solve_seconds)
-            iterations.append(plan.iterations)
-            good, why = independent_check(model, check, plan.path, case, obstacles)
-            ok += plan.success
-            checked += good
-            if plan.success != good:
-                failures.append(f"pair {i}: planner says {plan.success}, check says {why}")
-        ms = np.array(times) * 1e3
-        row = {
-            "steps": steps,
-            "pairs": len(cases),
-            "success_pct": 100.0 * ok / len(cases),
-            "checked_pct": 100.0 * checked / len(cases),
-            "median_ms": float(np.median(ms)),
-            "p95_ms": float(np.percentile(ms, 95)),
-            "max_ms": float(ms.max()),
-            "mean_iterations": float(np.mean(iterations)),
-            "compile_s": compile_s,
-            "disagreements": failures,
-        }
-        rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "disagreements"}), flush=True)
-        for line in failures:
-            print("  ", line)
+            # Variants back to back, the order reversed every other pair (a drift of the
+            # machine's speed falls on all alike).
+            order = range(len(variants)) if i % 2 == 0 else reversed(range(len(variants)))
+            for v in order:
+                plans[v].append(
+                    planner.plan(
+                        case.start,
+                        [O.pose("panda_hand", case.goal_pose)],
+                        world=world,
+                        num_steps=steps,
+                        **variants[v],
+                    )
+                )
+                if not args.check_after:
+                    verdicts[v].append(check_case(model, check, plans[v][-1], case, obstacles))
+        for v, options in enumerate(variants):
+            if args.check_after:
+                verdicts[v] = [
+                    check_case(model, check, plan, case, obstacles)
+                    for plan, case in zip(plans[v], cases)
+                ]
+            rows.append(single_row(steps, options, plans[v], verdicts[v], compile_s))
+            row = rows[-1]
+            print(json.dumps({k: v for k, v in row.items() if k != "disagreements"}), flush=True)
+            for line in row["disagreements"]:
+                print("  ", line)
 
     batch = None
     if args.only != "single":
@@ -274,7 +321,7 @@ def main() -> int:
         print(json.dumps(batch), flush=True)
 
     machine = machine_line()
-    command = "bench/trajopt_benchmark.py " + " ".join(sys.argv[1:])
+    command = "bench/trajopt_benchmark.py " + shlex.join(sys.argv[1:])
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "batch": batch, "machine": machine}))
     if args.markdown and args.only == "batch":
@@ -294,7 +341,7 @@ def main() -> int:
         lines = [
             "# Trajectory optimisation benchmark",
             "",
-            f"Measured {utc_now()} on {machine}.",
+            f"Measured {utc_now()} on {machine}; commit {commit_of(None)}.",
             f"Command: `.venv/bin/python {command}`",
             "",
             (
@@ -303,15 +350,27 @@ def main() -> int:
                 "start/goal pairs (hand pose goals), margin 2 cm, one plan at a time (CPU "
                 "strategy: up to 8 start paths one after the other, cycling through up to 4 IK "
                 "goal configurations when the first is unusable or fails). Success re-checked "
-                "independently (reference FK, numpy distances at 10 samples per segment)."
+                "independently (reference FK, numpy distances at 10 samples per segment)"
+                + (
+                    ", every path after the last plan (the plans timed back to back)."
+                    if args.check_after
+                    else ", each path right after its plan (the next plan follows the check)."
+                )
+                + (
+                    " Plan options per row (`plan` keywords), every pair planned with each "
+                    "back to back, the order reversed every other pair."
+                    if len(variants) > 1
+                    else ""
+                )
             ),
             "",
-            "| T | success | checked | median | p95 | max | mean LM iterations | compile |",
-            "|---|---|---|---|---|---|---|---|",
+            "| T | options | success | checked | median | p95 | max | LM iterations | compile |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             lines.append(
-                f"| {r['steps']} | {r['success_pct']:.1f} % | {r['checked_pct']:.1f} % | "
+                f"| {r['steps']} | `{json.dumps(r['options'])}` | {r['success_pct']:.1f} % | "
+                f"{r['checked_pct']:.1f} % | "
                 f"{r['median_ms']:.0f} ms | {r['p95_ms']:.0f} ms | {r['max_ms']:.0f} ms | "
                 f"{r['mean_iterations']:.0f} | {r['compile_s']:.1f} s |"
             )
