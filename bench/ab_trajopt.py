@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A/B of trajectory optimisation: one commit ("before") against another or this checkout.
 
-Each side runs its *own* ``bench/trajopt_benchmark.py`` (single plans only, ``--only single``)
+Each side runs its *own* ``bench/trajopt_benchmark.py`` (single plans only, ``--only single``;
+``--check-after``, the plans timed back to back, where that side's script has it)
 in a fresh process with ``PYTHONPATH`` at its own tree, so each side plans with its own
 ``pyroki_ros`` and scene generator; a commit is checked out with ``git worktree add --detach
 /tmp/ab_<rev>`` and removed at the end. Protocol:
@@ -287,6 +288,11 @@ def run_side(side: Side, args, scratch: Path, round_: int) -> dict:
         "--only", "single", "--pairs", str(args.pairs), "--steps", str(args.steps),
         "--obstacles", str(args.obstacles), "--seed", str(args.seed), "--json", str(out),
     ]  # fmt: skip
+    # Plans timed back to back where the side's benchmark can (a plan right after the check
+    # of the last path runs slower on a shared VM, by more than most changes measured here:
+    # bench/plan_after_idle.py); an older side checks each path after its plan.
+    back_to_back = "--check-after" in (side.tree / "bench" / "trajopt_benchmark.py").read_text()
+    command += ["--check-after"] if back_to_back else []
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     done = side.run(command, args.timeout)
@@ -302,6 +308,7 @@ def run_side(side: Side, args, scratch: Path, round_: int) -> dict:
         "round": round_,
         "wall_s": wall,
         "load_1min": load,
+        "check_after": back_to_back,
         **{k: row[k] for k in row if k != "disagreements"},
         "disagreements": len(row.get("disagreements", [])),
     }
@@ -347,6 +354,24 @@ def report(result: dict, title: str) -> str:
     for note in (result["notes"]["before"], result["notes"]["after"]):
         if note:
             lines.append(f"- note: {note}")
+    modes = {
+        label: all(r.get("check_after", False) for r in result["runs"] if r["side"] == label)
+        for label in ("before", "after")
+    }
+    for label, back_to_back in modes.items():
+        lines.append(
+            f"- {label}, timing: "
+            + (
+                "plans back to back, the paths checked after the last (`--check-after`)"
+                if back_to_back
+                else "each path checked right after its plan (the next plan follows the check)"
+            )
+            + (
+                " (**the sides time plans differently: their times do not compare**)"
+                if len(set(modes.values())) > 1
+                else ""
+            )
+        )
     lines += [
         (
             f"- problems: each side's own `bench/trajopt_benchmark.py --only single --pairs "
