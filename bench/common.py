@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -201,6 +202,32 @@ def stats_ms(seconds) -> dict:
         "max": float(a.max()),
         "mean": float(a.mean()),
     }
+
+
+def interleaved(count: int, k: int) -> list[int]:
+    """The order in which item ``k`` of an A/B runs its ``count`` variants back to back:
+    reversed every other item, so a drift of the machine's speed falls on all alike."""
+    order = list(range(count))
+    return order if k % 2 == 0 else order[::-1]
+
+
+def geometric_ratio(seconds, base) -> float:
+    """Geometric mean over paired items of ``seconds / base`` (a ratio of times that no
+    single slow item dominates)."""
+    return math.exp(float(np.mean(np.log(np.asarray(seconds, float) / np.asarray(base, float)))))
+
+
+def plan_keywords(text: str) -> dict:
+    """Keywords of ``TrajectoryOptimizer.plan`` from a JSON object (``weights``: the fields
+    of :class:`~pyroki_ros.planning.problem.Weights`)."""
+    from pyroki_ros.planning.problem import Weights
+
+    options = json.loads(text)
+    if not isinstance(options, dict):
+        raise TypeError(f"plan options are a JSON object of plan keywords, got {text!r}")
+    if "weights" in options:
+        options["weights"] = Weights(**options["weights"])
+    return options
 
 
 # --- results ----------------------------------------------------------------------------------

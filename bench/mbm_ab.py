@@ -8,7 +8,7 @@ of the benchmark's own: fine spheres, ``start_collision='escape'``, the 2 s budg
 planned once per variant, back to back, the order reversed every other problem, after one
 warm-up: so a drift of this machine's speed (run-to-run medians of bench/mbm_benchmark.py move
 ~10 % here) falls on every variant alike. Paths are checked as bench/mbm_benchmark.py checks
-them (``test/mbm_check.py``). Reported per variant: successes (planner and check), false
+them (``test/mbm_check.py``), after the last plan (so no plan follows a check). Reported per variant: successes (planner and check), false
 successes, plan time median / p95 / max, its geometric-mean ratio to the first variant over
 the same problems, per-family medians and the median path length.
 """
@@ -16,58 +16,50 @@ the same problems, per-family medians and the median path length.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shlex
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import REPO, commit_of, loadavg, machine_line, utc_now
+from common import (
+    REPO,
+    commit_of,
+    geometric_ratio,
+    interleaved,
+    loadavg,
+    machine_line,
+    plan_keywords,
+    utc_now,
+)
 
 import mbm_benchmark as mb
 import mbm_problems as mp
 
 
-def variant_options(text: str) -> dict:
-    """Plan keywords from a JSON object (``weights``: Weights' fields)."""
-    from pyroki_ros.planning.problem import Weights
-
-    options = json.loads(text)
-    if not isinstance(options, dict):
-        raise TypeError(f"a variant is a JSON object of plan options, got {text!r}")
-    if "weights" in options:
-        options["weights"] = Weights(**options["weights"])
-    return options
-
-
 def run(planner: mb.Planner, problems: list, variants: list[dict]) -> list[list]:
-    """Per variant, per problem: its ProblemResult, planned back to back with the others."""
+    """Per variant, per problem: its ProblemResult. Every plan timed back to back, the
+    variants of a problem in :func:`common.interleaved` order; the paths checked after the
+    last plan (a plan that follows the check runs slower here: bench/plan_after_idle.py)."""
     base = dict(planner.plan_options)
-    results: list[list] = [[] for _ in variants]
+    planned: list[list] = [[] for _ in variants]
     for k, problem in enumerate(problems):
-        order = range(len(variants)) if k % 2 == 0 else reversed(range(len(variants)))
-        for i in order:
+        for i in interleaved(len(variants), k):
             planner.plan_options = {**base, **variants[i]}
-            results[i].append(mb.run_problem(planner, problem))
-        times = " ".join(
-            f"{results[i][-1].seconds * 1e3:6.0f}{'' if results[i][-1].verdict.ok else 'x'}"
-            for i in range(len(variants))
-        )
+            planned[i].append(mb.plan_problem(planner, problem))
+        times = " ".join(f"{p[-1].seconds * 1e3:6.0f}" for p in planned)
         print(f"{problem.name:22s} {times}", flush=True)
     planner.plan_options = base
-    return results
+    return [[mb.check_problem(planner, p) for p in variant] for variant in planned]
 
 
 def summary(results: list, first: list) -> dict:
     """bench/mbm_benchmark.py's summary of one variant's results, with the geometric-mean
     ratio of its plan times to the first variant's (``ratio``) and per-family medians."""
-    ratio = statistics.mean(math.log(a.seconds / b.seconds) for a, b in zip(results, first))
     families = dict.fromkeys(r.family for r in results)
     return {
         **mb.summarize(results),
-        "ratio": math.exp(ratio),
+        "ratio": geometric_ratio([r.seconds for r in results], [r.seconds for r in first]),
         "families": {
             f: statistics.median(r.seconds for r in results if r.family == f) * 1e3
             for f in families
@@ -88,7 +80,7 @@ def markdown(texts: list[str], rows: list[dict], meta: dict) -> str:
         (
             "Every problem planned once per variant, back to back (order reversed every other "
             "problem), after one warm-up; fine spheres, `start_collision='escape'`, 2 s "
-            "budget, T = 64, paths checked by `test/mbm_check.py`. *ratio*: geometric mean "
+            "budget, T = 64, paths checked by `test/mbm_check.py` after the last plan. *ratio*: geometric mean "
             "over the problems of the plan time against the first variant's."
         ),
         "",
@@ -126,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.variants) < 2:
         parser.error("give at least two variants")
-    variants = [variant_options(text) for text in args.variants]
+    variants = [plan_keywords(text) for text in args.variants]
     problems = [p for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
     planner = mb.make_planner(

@@ -27,15 +27,13 @@ time against *after a plan*.
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from common import REPO, commit_of, loadavg, machine_line, stats_ms, utc_now
+from common import REPO, commit_of, geometric_ratio, loadavg, machine_line, stats_ms, utc_now
 
 import mbm_benchmark as mb
 import mbm_problems as mp
@@ -100,8 +98,8 @@ def markdown(times: dict[str, list[float]], meta: dict) -> str:
         "|---|---|---|---|",
     ]
     for name, seconds in times.items():
-        ratio = math.exp(statistics.mean(math.log(a / b) for a, b in zip(seconds, base)))
         ms = stats_ms(seconds)
+        ratio = geometric_ratio(seconds, base)
         out.append(f"| {name} | {ms['p50']:.0f} ms | {ms['p95']:.0f} ms | {ratio:.2f} |")
     return "\n".join(out) + "\n"
 
@@ -117,13 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=4, help="problems per family")
     parser.add_argument("--markdown", default="", help="report file ('' for none)")
     args = parser.parse_args(argv)
-    problems = mp.load_problems(REPO / args.problems)
-    per_family: dict[str, int] = {}
-    chosen = []
-    for p in problems:
-        if per_family.get(p.family, 0) < args.limit:
-            per_family[p.family] = per_family.get(p.family, 0) + 1
-            chosen.append(p)
+    chosen = [p for _, p in mb.select([REPO / args.problems], None, args.limit, False)]
     load_start = loadavg()
     planner = mb.make_planner(
         fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"

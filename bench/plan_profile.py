@@ -131,10 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--markdown", default="docs/benchmarks/plan_profile.md", help="report ('' for none)"
     )
     args = parser.parse_args(argv)
-    chosen: list[mp.Problem] = []
-    for problem in mp.load_problems(REPO / args.problems):
-        if sum(p.family == problem.family for p in chosen) < args.limit:
-            chosen.append(problem)
+    chosen = [p for _, p in mb.select([REPO / args.problems], None, args.limit, False)]
     load_start = loadavg()
     planner = mb.make_planner(fine=True, buckets=BUCKETS)
     rows = []

@@ -47,7 +47,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import commit_of, machine_line, utc_now
+from common import commit_of, interleaved, machine_line, plan_keywords, utc_now
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def check_case(model, check, plan, case, obstacles) -> tuple[bool, bool, str]:
     return bool(plan.success), good, why
 
 
-def single_row(steps: int, options: dict, plans: list, verdicts: list, compile_s: float) -> dict:
+def single_row(steps: int, options: str, plans: list, verdicts: list, compile_s: float) -> dict:
     """One row of single plans: success by the planner and by the check, plan times."""
     ms = np.array([plan.solve_seconds for plan in plans]) * 1e3
     return {
@@ -275,7 +275,7 @@ def main() -> int:
 
     rows = []
     single_steps = [] if args.only == "batch" else [int(s) for s in args.steps.split(",")]
-    variants = [json.loads(text) for text in args.plan_options]
+    variants = [plan_keywords(text) for text in args.plan_options]
     for steps in single_steps:
         planner = TrajectoryOptimizer(robot, spheres)  # cold: compile counted below
         goal = [O.pose("panda_hand", warm[0].goal_pose)]
@@ -288,10 +288,7 @@ def main() -> int:
         plans = [[] for _ in variants]
         verdicts = [[] for _ in variants]
         for i, case in enumerate(cases):
-            # Variants back to back, the order reversed every other pair (a drift of the
-            # machine's speed falls on all alike).
-            order = range(len(variants)) if i % 2 == 0 else reversed(range(len(variants)))
-            for v in order:
+            for v in interleaved(len(variants), i):
                 plans[v].append(
                     planner.plan(
                         case.start,
@@ -303,7 +300,7 @@ def main() -> int:
                 )
                 if not args.check_after:
                     verdicts[v].append(check_case(model, check, plans[v][-1], case, obstacles))
-        for v, options in enumerate(variants):
+        for v, options in enumerate(args.plan_options):  # each variant's JSON text
             if args.check_after:
                 verdicts[v] = [
                     check_case(model, check, plan, case, obstacles)
@@ -311,7 +308,10 @@ def main() -> int:
                 ]
             rows.append(single_row(steps, options, plans[v], verdicts[v], compile_s))
             row = rows[-1]
-            print(json.dumps({k: v for k, v in row.items() if k != "disagreements"}), flush=True)
+            print(
+                json.dumps({key: value for key, value in row.items() if key != "disagreements"}),
+                flush=True,
+            )
             for line in row["disagreements"]:
                 print("  ", line)
 
@@ -369,7 +369,7 @@ def main() -> int:
         ]
         for r in rows:
             lines.append(
-                f"| {r['steps']} | `{json.dumps(r['options'])}` | {r['success_pct']:.1f} % | "
+                f"| {r['steps']} | `{r['options']}` | {r['success_pct']:.1f} % | "
                 f"{r['checked_pct']:.1f} % | "
                 f"{r['median_ms']:.0f} ms | {r['p95_ms']:.0f} ms | {r['max_ms']:.0f} ms | "
                 f"{r['mean_iterations']:.0f} | {r['compile_s']:.1f} s |"
