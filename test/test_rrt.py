@@ -17,6 +17,7 @@ import pytest
 from pyroki_ros import Robot
 from pyroki_ros import collision as col
 from pyroki_ros.collision import RobotSpheres, World
+from pyroki_ros.model.kinematics import forward_kinematics
 from pyroki_ros.planning import rrt
 from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 from pyroki_ros.robots import urdf_path
@@ -186,6 +187,30 @@ def test_clearances_refuse_another_width_and_answer_an_empty_batch(panda):
             clearance(wrong)
     with pytest.raises(ValueError, match=r"shape \(B, 8\)"):
         planner.clearances(start[None, :-1], world, col.DEFAULT_CONTACTS, moving)
+
+
+def test_hulls_as_bounding_boxes_are_the_conservative_rule(panda):
+    """The global step checks the hand's hull as its bounding box by default (cheaper);
+    ``bounding=False`` checks the hull. A bounding box contains its hull,
+    so its clearance is never larger, and smaller where the hand or a finger is nearest (a
+    slab under the hand, configurations around one above it)."""
+    robot, _, _ = panda
+    fine = TrajectoryOptimizer(robot, RobotSpheres.embedded("panda", robot, fine=True))
+    start, _ = _ends()
+    rng = np.random.default_rng(5)
+    q = start + rng.uniform(-0.3, 0.3, (64, robot.n_joints)) * (np.arange(robot.n_joints) < 7)
+    # A slab 14 cm under the hand's origin (about 3 cm under the finger tips) at the start.
+    hand = robot.link_names.index("panda_hand")
+    position = np.asarray(forward_kinematics(robot, start).translation()[hand])
+    obstacle = {"box_poses": [[1.0, 0, 0, 0, *position + [0.0, 0.0, -0.14]]],
+                "box_half_extents": [[0.2, 0.2, 0.01]]}  # fmt: skip
+    world = World.create(**obstacle)
+    active = np.ones(robot.n_joints, bool)
+    boxes = rrt.Checker(fine, world, col.DEFAULT_CONTACTS, active, MARGIN).clearance(q)
+    hulls = rrt.Checker(fine, world, col.DEFAULT_CONTACTS, active, MARGIN, bounding=False)
+    hulls = hulls.clearance(q)
+    assert np.all(boxes <= hulls + 1e-6)
+    assert np.any(hulls - boxes > 1e-3)
 
 
 @pytest.mark.slow  # the first plan compiles the optimiser: 30-130 s on a loaded 2-core CPU

@@ -90,6 +90,8 @@ class Checker:
         contacts: contact rules (:func:`col.checked_pairs`).
         active: (n,) bool, the joints that move.
         margin: a configuration is valid with clearance >= margin (m).
+        bounding: hulls as their bounding boxes (the default, see below); False: the hulls
+            themselves, the optimiser's and the final check's model.
     """
 
     def __init__(
@@ -99,13 +101,14 @@ class Checker:
         contacts: col.ContactRules,
         active: np.ndarray,
         margin: float,
+        bounding: bool = True,
     ):
         self.planner = planner
         # Hulls as their bounding boxes: conservative, and 2.6 ms per 512 configurations on
         # table_under_pick/0 (docs/benchmarks/rrt_check_sizes.md) against 9-10 ms with the
         # hull (docs/benchmarks/gjk_rounds.md). The path found is optimised and checked
         # with the hulls.
-        self._clearance = planner.clearance_function(world, contacts, active, bounding=True)
+        self._clearance = planner.clearance_function(world, contacts, active, bounding=bounding)
         self.margin = float(margin)
         self.active = np.asarray(active, bool)
         self.count = 0  # configurations checked so far

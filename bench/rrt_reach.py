@@ -1,0 +1,187 @@
+"""Can the planner's global step reach a MotionBenchMaker goal at all, and under which
+collision model? A diagnostic for problems the planner fails: it tells a sphere model that
+closes the passage from a search that is too weak to find it.
+
+Per problem, RRT-Connect (:func:`pyroki_ros.planning.rrt.rrt_connect`, the plan's global step)
+from the problem's start to its own goal configuration (``goal_ik[0]``: clear of the real
+meshes) under three validity rules, each at every margin given:
+
+* *plan*: the bundled fine sphere model with hulls as their bounding boxes, as the plan's
+  global step checks (``rrt.Checker``: compiled, batched);
+* *hulls*: the same with the hand's mesh hull itself (the fingers are boxes either way):
+  the optimiser's and the final check's model, slower per configuration;
+* *judge*: robometrics' Franka spheres and the exact obstacles, ``test/mbm_check.py``'s rule
+  (numpy, far slower per configuration: compare its nodes, not only its verdict).
+
+Near the start and goal the margin relaxes to their own clearance, as in the plan
+(``Checker.relax_near``). Every row has the same wall-clock budget and seed.
+
+Usage: ``.venv/bin/python bench/rrt_reach.py [--problems FILE] [--names NAME ...] [--budget
+S] [--margins M,...] [--markdown docs/benchmarks/rrt_reach.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common import REPO, commit_of, loadavg, machine_line, utc_now
+
+import mbm_benchmark as mb
+import mbm_check as mc
+import numpy as np
+
+from pyroki_ros import collision as col
+from pyroki_ros.planning import rrt
+
+MODELS = ("plan", "hulls", "judge")
+DEFAULT_NAMES = ("bookshelf_thin/7", "bookshelf_thin/0", "bookshelf_thin/2")
+
+
+class JudgeChecker(rrt.Checker):
+    """``rrt.Checker`` whose clearance is the independent check's (robometrics' spheres,
+    ``test/mbm_check.py``) over the problem's exact obstacles."""
+
+    def __init__(self, planner: mb.Planner, problem, active: np.ndarray, margin: float):
+        super().__init__(planner.optimizer, None, col.DEFAULT_CONTACTS, active, margin)
+        names = list(planner.robot.joint_names)
+        self._arm = [names.index(j) for j in mc.ARM_JOINTS]
+        self._scene = problem.scene
+
+    def clearance(self, q: np.ndarray) -> np.ndarray:
+        q = np.atleast_2d(np.asarray(q, np.float64))
+        c = mc.clearances(q[:, self._arm], self._scene)
+        self.count += len(q)
+        return np.minimum(c.world, c.self_margin)
+
+
+def checker(planner: mb.Planner, problem, model: str, active, margin: float) -> rrt.Checker:
+    """The validity rule ``model`` (one of :data:`MODELS`) at ``margin`` (m)."""
+    if model == "judge":
+        return JudgeChecker(planner, problem, active, margin)
+    world = mb.to_world(problem)
+    bounding = model == "plan"
+    return rrt.Checker(planner.optimizer, world, col.DEFAULT_CONTACTS, active, margin, bounding)
+
+
+def reach(planner: mb.Planner, problem, model: str, margin: float, budget: float, seed: int):
+    """One RRT-Connect run: a row for the report."""
+    optimizer = planner.optimizer
+    active = np.isin(optimizer.robot.joint_names, planner.arm)
+    start = mb.start_configuration(planner, problem)
+    goal = mb.configurations(planner, problem.goal_ik[:1])
+    check = checker(planner, problem, model, active, margin)
+    ends = np.concatenate([start[None], goal])
+    end_clearance = check.clearance(ends)
+    check.relax_near(ends, end_clearance - 1e-4)
+    for size in rrt.CHUNKS:  # compiles each call size outside the budget
+        check.clearance(ends[:1].repeat(size, 0))
+    check.count = 0
+    found = rrt.rrt_connect(
+        check,
+        start,
+        goal,
+        optimizer.robot.limits.lower,
+        optimizer.robot.limits.upper,
+        active,
+        np.random.default_rng([seed, 7]),
+        budget=budget,
+    )
+    return {
+        "problem": problem.name,
+        "model": model,
+        "margin": margin,
+        "ends": tuple(float(c) for c in end_clearance),
+        "found": found.success,
+        "seconds": found.seconds,
+        "rounds": found.rounds,
+        "nodes": found.nodes,
+        "checked": check.count,
+    }
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    out = [
+        "# Can the global step reach the goal? (RRT-Connect under three collision models)",
+        "",
+        (
+            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
+            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
+        ),
+        f"Command: `{meta['command']}`",
+        "",
+        __doc__.split("\n\nUsage:")[0].strip(),
+        "",
+        (
+            f"Budget {meta['budget']:g} s per row, seed {meta['seed']}; problems from "
+            f"`{meta['problems']}`. *ends*: the start's and goal's clearance under the model "
+            "(mm); *checked*: configurations checked in the budget."
+        ),
+        "",
+        "| problem | model | margin | ends | found | seconds | rounds | nodes | checked |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ends = " / ".join(f"{1e3 * c:.1f}" for c in r["ends"])
+        out.append(
+            f"| {r['problem']} | {r['model']} | {1e3 * r['margin']:.1f} mm | {ends} | "
+            f"{'yes' if r['found'] else 'no'} | {r['seconds']:.1f} | {r['rounds']} | "
+            f"{r['nodes']} | {r['checked']} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--problems", default="test/data/mbm/generated_seed2.yaml", help="a problem file"
+    )
+    parser.add_argument("--names", nargs="+", default=list(DEFAULT_NAMES), help="problems")
+    parser.add_argument("--budget", type=float, default=10.0, help="seconds per run")
+    parser.add_argument("--margins", default="0,0.005", help="m, comma-separated")
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--markdown", default="", help="report file ('' for none)")
+    args = parser.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",")]
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown models {sorted(unknown)}; known: {MODELS}")
+    margins = [float(m) for m in args.margins.split(",")]
+    problems = {p.name: p for _, p in mb.select([REPO / args.problems], None, None, False)}
+    missing = [n for n in args.names if n not in problems]
+    if missing:
+        parser.error(f"no problems {missing} in {args.problems}")
+    load_start = loadavg()
+    planner = mb.make_planner(fine=True, buckets=mb.BUCKETS)
+    rows = []
+    for name in args.names:
+        for model in models:
+            for margin in margins:
+                row = reach(planner, problems[name], model, margin, args.budget, args.seed)
+                rows.append(row)
+                print(row, flush=True)
+    argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
+    meta = {
+        "date": utc_now(),
+        "machine": machine_line(),
+        "commit": commit_of(None),
+        "command": f".venv/bin/python bench/rrt_reach.py {argv_text}".strip(),
+        "load_start": load_start,
+        "load_end": loadavg(),
+        "budget": args.budget,
+        "seed": args.seed,
+        "problems": args.problems,
+    }
+    report = markdown(rows, meta)
+    print(report)
+    if args.markdown:
+        Path(REPO / args.markdown).write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
