@@ -5,7 +5,9 @@ imported by every script in bench/.
   :func:`git_rev`, :func:`loadavg`, :func:`version`, :func:`utc_now`;
 * timing: :func:`time_calls` (repeated calls of one function, wall and CPU seconds),
   :func:`pct` and :func:`stats_ms` (latency summary);
-* results: :func:`write_between_markers` (a report into its place in a markdown file).
+* results: :func:`run_meta` and :func:`measured_lines` (a report's run and its opening
+  lines), :func:`write_report`, :func:`write_between_markers` (a report into its place in a
+  markdown file).
 
 Scripts run as ``.venv/bin/python bench/<script>.py`` from the repository root, so this
 directory is on ``sys.path`` and ``import common`` works; importing it also puts this checkout
@@ -24,10 +26,11 @@ import math
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -231,6 +234,45 @@ def plan_keywords(text: str) -> dict:
 
 
 # --- results ----------------------------------------------------------------------------------
+
+
+def run_meta(script: str, argv: Sequence[str] | None, load_start: str, **extra) -> dict:
+    """What a report records about its run (:func:`measured_lines`): the date, machine,
+    commit, the command as typed (``.venv/bin/python bench/<script> <argv>``; ``argv``
+    None: this process's), the load averages at the start (``load_start``, taken before the
+    work) and now; then ``extra``."""
+    argv = sys.argv[1:] if argv is None else argv
+    return {
+        "date": utc_now(),
+        "machine": machine_line(),
+        "commit": commit_of(None),
+        "command": f".venv/bin/python bench/{script} {shlex.join(argv)}".strip(),
+        "load_start": load_start,
+        "load_end": loadavg(),
+        **extra,
+    }
+
+
+def measured_lines(meta: dict) -> list[str]:
+    """A report's opening lines from :func:`run_meta`: when, where, which commit and load;
+    the command."""
+    return [
+        (
+            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
+            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
+        ),
+        f"Command: `{meta['command']}`",
+    ]
+
+
+def write_report(text: str, path: str | Path) -> None:
+    """Prints a report and, where ``path`` is given (relative: to the repository root),
+    writes it there."""
+    print(text)
+    if path:
+        target = REPO / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
 
 
 def write_between_markers(path: Path, begin: str, end: str, body: str, new_file: str = "") -> None:

@@ -16,21 +16,19 @@ the same problems, per-family medians and the median path length.
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from common import (
     REPO,
-    commit_of,
     geometric_ratio,
     interleaved,
     loadavg,
-    machine_line,
+    measured_lines,
     plan_keywords,
-    utc_now,
+    run_meta,
+    write_report,
 )
 
 import mbm_benchmark as mb
@@ -71,11 +69,7 @@ def markdown(texts: list[str], rows: list[dict], meta: dict) -> str:
     out = [
         "# MotionBenchMaker: interleaved A/B of plan options",
         "",
-        (
-            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
-            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
-        ),
-        f"Command: `{meta['command']}`",
+        *measured_lines(meta),
         "",
         (
             "Every problem planned once per variant, back to back (order reversed every other "
@@ -131,17 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{text}: both {s['both_ok']}/{s['problems']}, false {s['false_success']}, median "
               f"{s['median_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms, ratio {s['ratio']:.3f}")  # fmt: skip
     if args.markdown:
-        argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
-        meta = {
-            "date": utc_now(),
-            "machine": machine_line(),
-            "commit": commit_of(None),
-            "command": f".venv/bin/python bench/mbm_ab.py {argv_text}",
-            "load_start": load_start,
-            "load_end": loadavg(),
-            "problems": ", ".join(f"`{p}`" for p in args.problems),
-        }
-        Path(args.markdown).write_text(markdown(args.variants, rows, meta))
+        problems_text = ", ".join(f"`{p}`" for p in args.problems)
+        meta = run_meta("mbm_ab.py", argv, load_start, problems=problems_text)
+        write_report(markdown(args.variants, rows, meta), args.markdown)
     return 0
 
 

@@ -27,13 +27,19 @@ time against *after a plan*.
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from common import REPO, commit_of, geometric_ratio, loadavg, machine_line, stats_ms, utc_now
+from common import (
+    REPO,
+    geometric_ratio,
+    loadavg,
+    measured_lines,
+    run_meta,
+    stats_ms,
+    write_report,
+)
 
 import mbm_benchmark as mb
 import mbm_problems as mp
@@ -76,11 +82,7 @@ def markdown(times: dict[str, list[float]], meta: dict) -> str:
     out = [
         "# A plan's time after a plan, a pause or the check",
         "",
-        (
-            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
-            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
-        ),
-        f"Command: `{meta['command']}`",
+        *measured_lines(meta),
         "",
         (
             "The MotionBenchMaker planner of `bench/mbm_benchmark.py` (fine spheres, "
@@ -122,20 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mb.warm(planner, chosen[0], 64, False)
     times = run(planner, chosen)
-    meta = {
-        "date": utc_now(),
-        "machine": machine_line(),
-        "commit": commit_of(None),
-        "command": ".venv/bin/python bench/plan_after_idle.py "
-        + shlex.join(sys.argv[1:] if argv is None else argv),
-        "load_start": load_start,
-        "load_end": loadavg(),
-        "problems": f"`{args.problems}`, the first {args.limit} of each family",
-    }
-    text = markdown(times, meta)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    chosen_text = f"`{args.problems}`, the first {args.limit} of each family"
+    meta = run_meta("plan_after_idle.py", argv, load_start, problems=chosen_text)
+    write_report(markdown(times, meta), args.markdown)
     return 0
 
 

@@ -20,12 +20,10 @@ docs/benchmarks/plan_profile.md]``
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from common import REPO, commit_of, loadavg, machine_line, time_calls, utc_now
+from common import REPO, loadavg, measured_lines, run_meta, time_calls, write_report
 
 import mbm_benchmark as mb
 import mbm_problems as mp
@@ -75,11 +73,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     out = [
         "# Where a plan's optimisation time goes",
         "",
-        (
-            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
-            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
-        ),
-        f"Command: `{meta['command']}`",
+        *measured_lines(meta),
         "",
         __doc__.split("\n\nUsage:")[0].strip(),
         "",
@@ -143,22 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{row['per_iteration_ms']:.2f} ms",
             flush=True,
         )
-    argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
-    meta = {
-        "date": utc_now(),
-        "machine": machine_line(),
-        "commit": commit_of(None),
-        "command": f".venv/bin/python bench/plan_profile.py {argv_text}".strip(),
-        "load_start": load_start,
-        "load_end": loadavg(),
-        "t_count": args.steps,
-        "limit": args.limit,
-        "problems": args.problems,
-    }
-    report = markdown(rows, meta)
-    print(report)
-    if args.markdown:
-        Path(REPO / args.markdown).write_text(report)
+    meta = run_meta(
+        "plan_profile.py", argv, load_start,
+        t_count=args.steps, limit=args.limit, problems=args.problems,
+    )  # fmt: skip
+    write_report(markdown(rows, meta), args.markdown)
     return 0
 
 

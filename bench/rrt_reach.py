@@ -23,12 +23,10 @@ S] [--margins M,...] [--markdown docs/benchmarks/rrt_reach.md]``
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from common import REPO, commit_of, loadavg, machine_line, utc_now
+from common import REPO, loadavg, measured_lines, run_meta, write_report
 
 import mbm_benchmark as mb
 import mbm_check as mc
@@ -107,11 +105,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     out = [
         "# Can the global step reach the goal? (RRT-Connect under three collision models)",
         "",
-        (
-            f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load "
-            f"average {meta['load_start']} at the start, {meta['load_end']} at the end."
-        ),
-        f"Command: `{meta['command']}`",
+        *measured_lines(meta),
         "",
         __doc__.split("\n\nUsage:")[0].strip(),
         "",
@@ -164,22 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = reach(planner, problems[name], model, margin, args.budget, args.seed)
                 rows.append(row)
                 print(row, flush=True)
-    argv_text = shlex.join(sys.argv[1:] if argv is None else argv)
-    meta = {
-        "date": utc_now(),
-        "machine": machine_line(),
-        "commit": commit_of(None),
-        "command": f".venv/bin/python bench/rrt_reach.py {argv_text}".strip(),
-        "load_start": load_start,
-        "load_end": loadavg(),
-        "budget": args.budget,
-        "seed": args.seed,
-        "problems": args.problems,
-    }
-    report = markdown(rows, meta)
-    print(report)
-    if args.markdown:
-        Path(REPO / args.markdown).write_text(report)
+    meta = run_meta(
+        "rrt_reach.py", argv, load_start, budget=args.budget, seed=args.seed, problems=args.problems
+    )
+    write_report(markdown(rows, meta), args.markdown)
     return 0
 
 
