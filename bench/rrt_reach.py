@@ -14,10 +14,13 @@ meshes) under three validity rules, each at every margin given:
   (numpy, far slower per configuration: compare its nodes, not only its verdict).
 
 Near the start and goal the margin relaxes to their own clearance, as in the plan
-(``Checker.relax_near``). Every row has the same wall-clock budget and seed.
+(``Checker.relax_near``). Every row has the same wall-clock budget and seed. ``--local``
+compares samplers: the share of each round's samples drawn near the growing tree
+(``rrt_connect(local=...)``; 0: uniform only).
 
-Usage: ``.venv/bin/python bench/rrt_reach.py [--problems FILE] [--names NAME ...] [--budget
-S] [--margins M,...] [--markdown docs/benchmarks/rrt_reach.md]``
+Usage: ``.venv/bin/python bench/rrt_reach.py [--problems FILE] [--names NAME ... | all]
+[--budget S] [--margins M,...] [--models M,...] [--local L,...] [--seeds N]
+[--markdown docs/benchmarks/rrt_reach.md]``
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ def checker(planner: mb.Planner, problem, model: str, active, margin: float) -> 
     return rrt.Checker(planner.optimizer, world, col.DEFAULT_CONTACTS, active, margin, bounding)
 
 
-def reach(planner: mb.Planner, problem, model: str, margin: float, budget: float, seed: int):
+def reach(
+    planner: mb.Planner, problem, model: str, margin: float, budget: float, seed: int, local: float
+):
     """One RRT-Connect run: a row for the report."""
     optimizer = planner.optimizer
     active = np.isin(optimizer.robot.joint_names, planner.arm)
@@ -87,11 +92,14 @@ def reach(planner: mb.Planner, problem, model: str, margin: float, budget: float
         active,
         np.random.default_rng([seed, 7]),
         budget=budget,
+        local=local,
     )
     return {
         "problem": problem.name,
         "model": model,
         "margin": margin,
+        "local": local,
+        "seed": seed,
         "ends": tuple(float(c) for c in end_clearance),
         "found": found.success,
         "seconds": found.seconds,
@@ -99,6 +107,25 @@ def reach(planner: mb.Planner, problem, model: str, margin: float, budget: float
         "nodes": found.nodes,
         "checked": check.count,
     }
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """One line per (model, margin, local): runs that found a path and their seconds."""
+    out = [
+        "| model | margin | local | found | seconds median / p90 / max (found) | nodes median |",
+        "|---|---|---|---|---|---|",
+    ]
+    keys = dict.fromkeys((r["model"], r["margin"], r["local"]) for r in rows)
+    for model, margin, local in keys:
+        group = [r for r in rows if (r["model"], r["margin"], r["local"]) == (model, margin, local)]
+        found = [r for r in group if r["found"]]
+        times = np.array([r["seconds"] for r in found]) if found else np.zeros(1)
+        out.append(
+            f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {len(found)}/{len(group)} | "
+            f"{np.median(times):.2f} / {np.percentile(times, 90):.2f} / {times.max():.2f} | "
+            f"{int(np.median([r['nodes'] for r in group]))} |"
+        )
+    return out
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
@@ -110,20 +137,25 @@ def markdown(rows: list[dict], meta: dict) -> str:
         __doc__.split("\n\nUsage:")[0].strip(),
         "",
         (
-            f"Budget {meta['budget']:g} s per row, seed {meta['seed']}; problems from "
+            f"Budget {meta['budget']:g} s per row, seeds {meta['seeds']}; problems from "
             f"`{meta['problems']}`. *ends*: the start's and goal's clearance under the model "
             "(mm); *checked*: configurations checked in the budget."
         ),
         "",
-        "| problem | model | margin | ends | found | seconds | rounds | nodes | checked |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *summary(rows),
+        "",
+        (
+            "| problem | model | margin | local | seed | ends | found | seconds | rounds | "
+            "nodes | checked |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ends = " / ".join(f"{1e3 * c:.1f}" for c in r["ends"])
         out.append(
-            f"| {r['problem']} | {r['model']} | {1e3 * r['margin']:.1f} mm | {ends} | "
-            f"{'yes' if r['found'] else 'no'} | {r['seconds']:.1f} | {r['rounds']} | "
-            f"{r['nodes']} | {r['checked']} |"
+            f"| {r['problem']} | {r['model']} | {1e3 * r['margin']:.1f} mm | {r['local']:g} | "
+            f"{r['seed']} | {ends} | {'yes' if r['found'] else 'no'} | {r['seconds']:.2f} | "
+            f"{r['rounds']} | {r['nodes']} | {r['checked']} |"
         )
     return "\n".join(out) + "\n"
 
@@ -133,11 +165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--problems", default="test/data/mbm/generated_seed2.yaml", help="a problem file"
     )
-    parser.add_argument("--names", nargs="+", default=list(DEFAULT_NAMES), help="problems")
+    parser.add_argument(
+        "--names", nargs="+", default=list(DEFAULT_NAMES), help="problems ('all': every one)"
+    )
     parser.add_argument("--budget", type=float, default=10.0, help="seconds per run")
     parser.add_argument("--margins", default="0,0.005", help="m, comma-separated")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--local", default="0", help="shares of samples near the tree, comma-separated"
+    )
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0 .. N-1 per row")
     parser.add_argument("--markdown", default="", help="report file ('' for none)")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",")]
@@ -145,22 +182,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown models {sorted(unknown)}; known: {MODELS}")
     margins = [float(m) for m in args.margins.split(",")]
+    locals_ = [float(v) for v in args.local.split(",")]
     problems = {p.name: p for _, p in mb.select([REPO / args.problems], None, None, False)}
-    missing = [n for n in args.names if n not in problems]
+    names = list(problems) if args.names == ["all"] else args.names
+    missing = [n for n in names if n not in problems]
     if missing:
         parser.error(f"no problems {missing} in {args.problems}")
     load_start = loadavg()
     planner = mb.make_planner(fine=True, buckets=mb.BUCKETS)
     rows = []
-    for name in args.names:
+    for name in names:
         for model in models:
             for margin in margins:
-                row = reach(planner, problems[name], model, margin, args.budget, args.seed)
-                rows.append(row)
-                print(row, flush=True)
+                for local in locals_:  # the samplers side by side on one problem
+                    for seed in range(args.seeds):
+                        row = reach(
+                            planner, problems[name], model, margin, args.budget, seed, local
+                        )
+                        rows.append(row)
+                        print(row, flush=True)
     meta = run_meta(
-        "rrt_reach.py", argv, load_start, budget=args.budget, seed=args.seed, problems=args.problems
-    )
+        "rrt_reach.py", argv, load_start, budget=args.budget, seeds=args.seeds,
+        problems=args.problems,
+    )  # fmt: skip
     write_report(markdown(rows, meta), args.markdown)
     return 0
 

@@ -2,7 +2,8 @@
 paths around an obstacle the straight joint-space line hits, every edge checked independently
 at a fine resolution (numpy float64 distances of test/collision_reference.py through
 plan_check.SphereModel, never the planner's own checker); determinism for a seed; joint limits
-and inactive joints; a bounded, explained failure when no path exists; and plan() solving a
+and inactive joints; a bounded, explained failure when no path exists; samples near the tree
+finding a passage along a joint limit that uniform samples miss; and plan() solving a
 MotionBenchMaker problem that the local attempts alone did not (test/mbm_check.py)."""
 
 from __future__ import annotations
@@ -280,3 +281,57 @@ def test_a_mostly_blocked_straight_line_goes_to_the_global_step_first(panda):
         assert plan.success, plan.message
         assert ("(global step)" in lines[0]) == global_first, lines
         assert _edges_clear(model, plan.path, obstacles) > -1e-3
+
+
+# The elbow (panda_joint4, index 3) within SLAB rad of its upper limit, and the shoulder
+# (index 0) may cross zero only with the upper arm (index 1) raised: a passage along a
+# joint limit, as a hand deep in a shelf at the edge of the workspace has.
+SLAB = 0.005
+SLAB_ROUNDS = 100  # the default finds it in 5-22 rounds (seeds 0-5), uniform in 168-1620
+
+
+class _LimitSlab(rrt.Checker):
+    """The validity rule above, analytic (no obstacles): clearance in rad."""
+
+    def __init__(self, planner, active):
+        super().__init__(planner, None, col.DEFAULT_CONTACTS, active, 0.0)
+        self.upper = float(planner.robot.limits.upper[3])
+
+    def clearance(self, q):
+        q = np.atleast_2d(q)
+        self.count += len(q)
+        slab = SLAB - (self.upper - q[:, 3])
+        cross = np.maximum(np.abs(q[:, 0]) - 0.3, q[:, 1] - 0.5)
+        return np.minimum(slab, cross)
+
+
+def test_samples_near_the_tree_find_a_passage_along_a_joint_limit(panda):
+    robot, planner, _ = panda
+    active = np.ones(robot.n_joints, bool)
+    active[-1] = False
+    start, goal = BASE.copy(), BASE.copy()
+    start[[0, 1, 3]] = (-0.8, 0.0, robot.limits.upper[3])
+    goal[[0, 1, 3]] = (0.8, 0.0, robot.limits.upper[3])
+    checker = _LimitSlab(planner, active)
+    lower, upper = robot.limits.lower, robot.limits.upper
+
+    def search(seed: int, local: float):
+        rng = np.random.default_rng(seed)
+        return rrt.rrt_connect(checker, start, goal[None], lower, upper, active, rng,
+                               budget=60.0, max_rounds=SLAB_ROUNDS, local=local)  # fmt: skip
+
+    assert rrt.LOCAL > 0  # the default samples near the tree
+    for seed in range(3):
+        found = search(seed, rrt.LOCAL)
+        assert found.success, found.reason
+        # Every edge at 5 mrad steps, finer than the search's checks: inside the slab
+        # throughout (a half-space: exact for straight edges between valid points); a corner
+        # of the crossing cut by less than the search's edge resolution.
+        for a, b in itertools.pairwise(found.path):
+            count = max(1, int(np.ceil(np.max(np.abs(b - a)) / 0.005)))
+            points = a + (np.arange(count + 1) / count)[:, None] * (b - a)
+            assert np.all(upper[3] - points[:, 3] <= SLAB)
+            assert checker.clearance(points).min() >= -rrt.RESOLUTION
+        assert found.path[:, 1].max() > 0.5  # over the crossing, not through it
+    # Uniform samples alone stall at the slab's face in as many rounds.
+    assert not any(search(seed, 0.0).success for seed in range(3))
