@@ -56,10 +56,11 @@ FUNNEL = 0.02
 # Share of each round's samples drawn near the growing tree's nodes (a random node plus
 # Gaussian offsets of LOCAL_SIGMA rad per active joint, clipped to the limits) instead of
 # uniformly: a passage along the joint limits (a goal at the edge of the workspace) is a
-# thin slab that uniform samples rarely land in. RRT-Connect to each problem's own goal in
-# 2 s (bench/rrt_reach.py, docs/benchmarks/rrt_local.md): tuning set 139/140 runs found
-# uniform, 140/140 at 0.25 and 0.5; bookshelf_thin/7 and cage/8 of the second set, 6 seeds,
-# 5 s: 3/12 uniform, 10/12 at 0.25, 12/12 at 0.5.
+# thin slab that uniform samples rarely land in. RRT-Connect to each MotionBenchMaker
+# problem's own goal, 2 runs each, 2 s (bench/rrt_reach.py --local 0,0.25,0.5): found
+# 139, 140, 140 of 140 on the tuning set, 136, 137, 139 on the second set; its two hardest
+# (bookshelf_thin/7, cage/8), 6 seeds, 5 s: 1, 10, 12 of 12
+# (docs/benchmarks/rrt_local_{tuning,seed2,hard}.md).
 LOCAL = 0.5
 LOCAL_SIGMA = 0.5
 
@@ -206,8 +207,10 @@ class _Tree:
 
     def nearest(self, q: np.ndarray, active: np.ndarray) -> np.ndarray:
         """(k,) index of the node nearest each of q (k, n), Euclidean over active joints."""
-        diff = self.q[None, :, active] - q[:, None, active]
-        return np.argmin(np.einsum("kni,kni->kn", diff, diff), axis=1)
+        nodes, points = self.q[:, active], q[:, active]
+        # |p - x|^2 = |x|^2 - 2 p.x + |p|^2 (the last the same for every node): one matrix
+        # product, not a (k, N, a) array of differences, for trees of thousands of nodes.
+        return np.argmin(np.einsum("ni,ni->n", nodes, nodes) - 2.0 * points @ nodes.T, axis=1)
 
     def branch(self, i: int) -> np.ndarray:
         """(m, n) from node i up to its root."""
