@@ -315,14 +315,13 @@ def test_samples_near_the_tree_find_a_passage_along_a_joint_limit(panda):
     checker = _LimitSlab(planner, active)
     lower, upper = robot.limits.lower, robot.limits.upper
 
-    def search(seed: int, local: float):
+    def search(seed: int, **sampler):
         rng = np.random.default_rng(seed)
         return rrt.rrt_connect(checker, start, goal[None], lower, upper, active, rng,
-                               budget=60.0, max_rounds=SLAB_ROUNDS, local=local)  # fmt: skip
+                               budget=60.0, max_rounds=SLAB_ROUNDS, **sampler)  # fmt: skip
 
-    assert rrt.LOCAL > 0  # the default samples near the tree
     for seed in range(3):
-        found = search(seed, rrt.LOCAL)
+        found = search(seed)  # the default sampler
         assert found.success, found.reason
         # Every edge at 5 mrad steps, finer than the search's checks: inside the slab
         # throughout (a half-space: exact for straight edges between valid points); a corner
@@ -330,8 +329,10 @@ def test_samples_near_the_tree_find_a_passage_along_a_joint_limit(panda):
         for a, b in itertools.pairwise(found.path):
             count = max(1, int(np.ceil(np.max(np.abs(b - a)) / 0.005)))
             points = a + (np.arange(count + 1) / count)[:, None] * (b - a)
-            assert np.all(upper[3] - points[:, 3] <= SLAB)
+            assert np.all(upper[3] - points[:, 3] <= SLAB + 1e-12)
             assert checker.clearance(points).min() >= -rrt.RESOLUTION
         assert found.path[:, 1].max() > 0.5  # over the crossing, not through it
     # Uniform samples alone stall at the slab's face in as many rounds.
-    assert not any(search(seed, 0.0).success for seed in range(3))
+    assert not any(search(seed, local=0.0).success for seed in range(3))
+    with pytest.raises(ValueError, match="local"):
+        search(0, local=1.5)

@@ -269,6 +269,8 @@ def rrt_connect(
         max_rounds: at most this many rounds.
         local: share of each round's samples drawn near the growing tree (:data:`LOCAL`).
     """
+    if not 0.0 <= local <= 1.0:
+        raise ValueError(f"local is a share of the samples, in [0, 1]; got {local}")
     active = np.asarray(active, bool)
     start = np.asarray(start, np.float64)
     goals = _goal_rows(goals, len(start))
