@@ -29,7 +29,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from common import REPO, loadavg, measured_lines, run_meta, write_report
+from common import REPO, loadavg, measured_lines, pct, run_meta, write_report
 
 import mbm_benchmark as mb
 import mbm_check as mc
@@ -119,10 +119,10 @@ def summary(rows: list[dict]) -> list[str]:
     for model, margin, local in keys:
         group = [r for r in rows if (r["model"], r["margin"], r["local"]) == (model, margin, local)]
         found = [r for r in group if r["found"]]
-        times = np.array([r["seconds"] for r in found]) if found else np.zeros(1)
+        times = [r["seconds"] for r in found]  # none found: nan
         out.append(
             f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {len(found)}/{len(group)} | "
-            f"{np.median(times):.2f} / {np.percentile(times, 90):.2f} / {times.max():.2f} | "
+            f"{pct(times, 50):.2f} / {pct(times, 90):.2f} / {pct(times, 100):.2f} | "
             f"{int(np.median([r['nodes'] for r in group]))} |"
         )
     return out

@@ -54,14 +54,21 @@ def _rrt(planner, checker, start, goal, active, seed: int, budget: float = 20.0)
     return rrt.rrt_connect(checker, start, goal[None], lower, upper, active, rng, budget=budget)
 
 
+def _edge_points(path: np.ndarray, step: float):
+    """Each edge of ``path`` as (m, n) points, both ends included, no joint moving more than
+    ``step`` between two of them."""
+    for a, b in itertools.pairwise(path):
+        count = max(1, int(np.ceil(np.max(np.abs(b - a)) / step)))
+        yield a + (np.arange(count + 1) / count)[:, None] * (b - a)
+
+
 def _edges_clear(model, path: np.ndarray, obstacles: dict, step: float = 0.01) -> float:
     """Smallest reference clearance (world and self) along every edge of ``path``, each
     sampled with no joint moving more than ``step`` between points."""
     smallest = np.inf
-    for a, b in itertools.pairwise(path):
-        count = max(1, int(np.ceil(np.max(np.abs(b - a)) / step)))
-        for f in np.arange(count + 1) / count:
-            smallest = min(smallest, *model.clearances(a + f * (b - a), obstacles))
+    for points in _edge_points(path, step):
+        for q in points:
+            smallest = min(smallest, *model.clearances(q, obstacles))
     return smallest
 
 
@@ -287,7 +294,7 @@ def test_a_mostly_blocked_straight_line_goes_to_the_global_step_first(panda):
 # (index 0) may cross zero only with the upper arm (index 1) raised: a passage along a
 # joint limit, as a hand deep in a shelf at the edge of the workspace has.
 SLAB = 0.005
-SLAB_ROUNDS = 100  # the default finds it in 5-22 rounds (seeds 0-5), uniform in 168-1620
+SLAB_ROUNDS = 100  # enough for the default sampler, not for uniform samples (asserted below)
 
 
 class _LimitSlab(rrt.Checker):
@@ -326,9 +333,7 @@ def test_samples_near_the_tree_find_a_passage_along_a_joint_limit(panda):
         # Every edge at 5 mrad steps, finer than the search's checks: inside the slab
         # throughout (a half-space: exact for straight edges between valid points); a corner
         # of the crossing cut by less than the search's edge resolution.
-        for a, b in itertools.pairwise(found.path):
-            count = max(1, int(np.ceil(np.max(np.abs(b - a)) / 0.005)))
-            points = a + (np.arange(count + 1) / count)[:, None] * (b - a)
+        for points in _edge_points(found.path, 0.005):
             assert np.all(upper[3] - points[:, 3] <= SLAB + 1e-12)
             assert checker.clearance(points).min() >= -rrt.RESOLUTION
         assert found.path[:, 1].max() > 0.5  # over the crossing, not through it
