@@ -369,8 +369,10 @@ def test_a_goal_in_collision_is_refused_and_a_tiny_budget_answers_timeout(node):
 def test_a_plan_that_must_compile_answers_timeout_within_its_budget_and_compiles_on(node):
     """A plan among 20 cylinders (an obstacle-count bucket no other test here uses) compiles
     new programs for seconds: with a 1 s budget it answers TIMEOUT once the budget and the
-    node's 0.25 s grace have passed (1.5 s with the calls' DDS time), the compile goes on in
-    the background, and the same plan later succeeds as fast."""
+    node's 0.25 s grace have passed, the compile goes on in the background, and the same plan
+    later succeeds as fast. Each answer within 2 s (issue 16's bound for a failure): the node
+    answers at 1.25 s, and the call's DDS time was up to 0.28 s in CI while the background
+    compile held both of its cores."""
     goal = STATE + np.array([0.3, 0.1, -0.2, 0.2, 0.1, -0.1, 0.2, 0.0])
     cylinder = SolidPrimitive(type=SolidPrimitive.CYLINDER, dimensions=[0.2, 0.03])
     places = [[-0.7, y, 0.1] for y in np.linspace(-0.8, 0.8, 20)]  # behind the robot
@@ -384,7 +386,7 @@ def test_a_plan_that_must_compile_answers_timeout_within_its_budget_and_compiles
     started = time.perf_counter()
     response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=120.0)
     elapsed = time.perf_counter() - started
-    assert elapsed <= 1.5, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
+    assert elapsed <= 2.0, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
     assert response.error_code.val == ErrorCode.TIMEOUT, response.message
     assert "compiles" in response.message, response.message
     deadline = time.monotonic() + 300.0
@@ -393,7 +395,7 @@ def test_a_plan_that_must_compile_answers_timeout_within_its_budget_and_compiles
         started = time.perf_counter()
         response = node.call(PlanTrajectory, "plan_trajectory", request, timeout=120.0)
         elapsed = time.perf_counter() - started
-        assert elapsed <= 1.5, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
+        assert elapsed <= 2.0, f"{elapsed:.2f} s for a 1 s budget: {response.message}"
     assert response.success, response.message
     np.testing.assert_allclose(response.trajectory.points[-1].positions, goal, atol=1e-6)
 
