@@ -2,7 +2,8 @@
 thread comes from JAX's own compile events, checked here against the wall clock around a
 first call; another thread's compile is not this thread's; a cold planner's first plan (its
 goal search's IK and clearance programs compile as well as the optimiser's) succeeds within a
-budget far shorter than its compiles."""
+budget far shorter than its compiles. An optimisation's cost is fitted as a fixed part plus
+a part per iteration, and a budget leaves the fixed part when it counts iterations."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ from pyroki_ros import Robot
 from pyroki_ros import objectives as O
 from pyroki_ros.collision import RobotSpheres
 from pyroki_ros.model.kinematics import forward_kinematics
-from pyroki_ros.planning.budget import CompileFreeClock, compile_seconds
+from pyroki_ros.planning.budget import (
+    CompileFreeClock,
+    Pace,
+    PaceLog,
+    PlanBudget,
+    compile_seconds,
+)
 from pyroki_ros.planning.trajopt import TrajectoryOptimizer
 from pyroki_ros.robots import urdf_path
 
@@ -79,3 +86,56 @@ def test_a_cold_planners_first_plan_succeeds_within_a_budget_shorter_than_its_co
     compiled = compile_seconds() - before
     assert compiled > 0.5, compiled  # the budget alone could not have paid for the compiles
     assert result.success, (result.message, f"{wall:.1f} s, of which compiles {compiled:.1f} s")
+
+
+def test_the_pace_log_fits_a_fixed_and_a_per_iteration_cost_and_follows_the_last_call():
+    log = PaceLog()
+    assert log.get("T16") is None
+    truth = Pace(fixed=0.013, per_iteration=0.0046)  # a 64-knot plan's, measured here
+    for n in (60, 1, 23, 8, 60, 16):
+        log.record("T16", n, truth.seconds(n))
+    pace = log.get("T16")
+    assert pace.fixed == pytest.approx(truth.fixed, rel=1e-9)
+    assert pace.per_iteration == pytest.approx(truth.per_iteration, rel=1e-9)
+    assert pace.iterations_within(0.013 + 10.5 * 0.0046) == 10
+    assert pace.iterations_within(0.012) < 1
+
+    # The machine slows down by half: the fit is scaled to the last call, so every count's
+    # prediction is slower than before.
+    log.record("T16", 30, 1.5 * truth.seconds(30))
+    slower = log.get("T16")
+    assert slower.seconds(30) == pytest.approx(1.5 * truth.seconds(30), rel=1e-9)
+    assert slower.seconds(1) > truth.seconds(1) and slower.seconds(60) > truth.seconds(60)
+
+    # One iteration count only: nothing to split; all of it per iteration. Keys apart.
+    log.record("T32", 20, 0.1)
+    log.record("T32", 20, 0.12)
+    assert log.get("T32") == Pace(0.0, 0.12 / 20)
+    log.record("T32", 0, 5.0)  # no iteration: nothing learnt
+    assert log.get("T32") == Pace(0.0, 0.12 / 20)
+
+
+def test_a_budget_counts_iterations_after_the_fixed_cost_and_says_what_it_affords():
+    class Planner:  # the one thing a budget asks of a planner
+        def __init__(self, pace):
+            self.pace = lambda t_count, world: pace
+
+    t0 = time.perf_counter()
+    budget = PlanBudget(Planner(Pace(0.02, 0.005)), timeout=100.0, clock=t0 - 99.9, world=None)
+    left = budget.left()
+    assert 0.09 < left <= 0.1
+    assert budget.iterations(64, 60) in (
+        int((left - 0.02) // 0.005),
+        int((left - 0.02) // 0.005) - 1,
+    )
+    assert budget.iterations(64, 3) == 3 and budget.affords(64, 10)
+    assert not budget.affords(64, 20)  # 0.12 s > what is left
+    assert budget.seconds(64, 10) == pytest.approx(0.07)
+
+    spent = PlanBudget(Planner(Pace(0.02, 0.005)), timeout=1.0, clock=t0 - 0.99, world=None)
+    assert not spent.affords(64) and spent.iterations(64, 60) == 1  # a path to answer with
+    unknown = PlanBudget(Planner(None), timeout=1.0, clock=t0, world=None)
+    assert unknown.iterations(64, 60) == 60 and unknown.affords(64)
+    assert unknown.seconds(64, 10) == 0.0
+    unlimited = PlanBudget(Planner(Pace(0.02, 0.005)), timeout=0.0, clock=t0, world=None)
+    assert unlimited.iterations(64, 60) == 60 and unlimited.affords(64, 10**6)

@@ -14,6 +14,7 @@ from reference_fk import reference_fk
 
 from pyroki_ros import Robot
 from pyroki_ros.collision import ContactRules, RobotSpheres, World, checked_pairs
+from pyroki_ros.planning.budget import Pace
 from pyroki_ros.planning.trajopt import (
     GOAL_IN_COLLISION,
     START_IN_COLLISION,
@@ -224,6 +225,28 @@ def test_a_goal_in_collision_is_refused_and_a_budget_cuts_the_optimisation(panda
     assert not cut.success and cut.reason == TIMED_OUT
     assert "budget" in cut.message and cut.path.shape == unbounded.path.shape
     assert len(tried["cut"]) == 1 and cut.iterations < unbounded.iterations
+
+
+def test_a_plan_starts_no_optimisation_its_budget_cannot_pay_for(panda, monkeypatch):
+    """Each optimisation costs a fixed part besides its iterations (the planner's ``pace``).
+    With a pace whose fixed part alone exceeds the budget, the plan runs its first start path
+    (one iteration: a path to answer with) and then stops at once, TIMED_OUT, long before
+    the budget's end, instead of starting more optimisations that would overrun it."""
+    _, _, planner, model = panda
+    swing = START + np.array([1.2, 0, 0, 0, 0, 0, 0, 0.0])
+    middle = reference_fk(model.urdf, 0.5 * (START + swing))["panda_hand"][:3, 3]
+    world = World.create(sphere_centers=[middle], sphere_radii=[0.08], names=["ball"])
+    tried: list[str] = []
+    plan = lambda **budget: planner.plan(
+        START, swing, world=world, num_steps=16, progress=tried.append, **budget
+    )
+    assert plan().success  # compiles; the ball is passable without a budget
+    tried.clear()
+    monkeypatch.setattr(planner, "pace", lambda t_count, world=None: Pace(8.0, 0.5))
+    cut = plan(timeout=4.0)
+    assert not cut.success and cut.reason == TIMED_OUT and "budget" in cut.message
+    assert len(tried) == 1 and "(1 iterations" in tried[0], tried
+    assert cut.iterations == 1 and cut.solve_seconds < 2.0
 
 
 def test_a_lazy_goal_search_offers_the_starts_own_solution_first(panda):

@@ -821,11 +821,9 @@ class World:
     def empty(dtype: jnp.dtype = jnp.float32) -> World:
         return World.create(dtype=dtype)
 
-    def padded(self, buckets: Sequence[int] = WORLD_BUCKETS) -> World:
-        """The same world with each kind's count rounded up to the next bucket (above the last
-        bucket: to a multiple of it), filled with inert dummies that are ``FAR`` away with zero
-        size, so their distance to any robot sphere is ~1e6 m and never penalised.
-        """
+    def padded_counts(self, buckets: Sequence[int] = WORLD_BUCKETS) -> tuple[int, ...]:
+        """:attr:`counts` of :meth:`padded`: each kind's count rounded up to the next bucket
+        (above the last bucket: to a multiple of it)."""
         buckets = sorted({int(b) for b in buckets})
         if not buckets or buckets[0] < 0 or buckets[-1] <= 0:
             raise ValueError(f"buckets must be >= 0 with a positive largest one, got {buckets}")
@@ -834,12 +832,20 @@ class World:
             fit = [b for b in buckets if b >= n]
             return fit[0] if fit else -(-n // buckets[-1]) * buckets[-1]
 
+        return tuple(size(n) for n in self.counts)
+
+    def padded(self, buckets: Sequence[int] = WORLD_BUCKETS) -> World:
+        """The same world with each kind's count rounded up to the next bucket
+        (:meth:`padded_counts`), filled with inert dummies that are ``FAR`` away with zero
+        size, so their distance to any robot sphere is ~1e6 m and never penalised.
+        """
+
         def pad(a, n, fill):  # on the host: no program to compile per obstacle count
             a = np.asarray(a)
             extra = np.broadcast_to(np.asarray(fill, a.dtype), (n - a.shape[0], *a.shape[1:]))
             return jnp.asarray(np.concatenate([a, extra], axis=0))
 
-        ns, nc, nb, nh, ny = (size(n) for n in self.counts)
+        ns, nc, nb, nh, ny = self.padded_counts(buckets)
         far3 = [FAR, FAR, FAR]
         far_pose = [1.0, 0.0, 0.0, 0.0, FAR, FAR, FAR]
         return World(

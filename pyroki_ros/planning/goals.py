@@ -284,7 +284,7 @@ def _search(
         order = np.argsort(-clearance, kind="stable")[:REFINE]
         pushed = push_clear(planner, q[order], objectives, world, contacts, moving, t_count, budget)
         if not len(pushed):
-            spent = budget is not None and budget.left() <= 0
+            spent = budget is not None and not budget.affords(t_count)
             cut = " (the pushes cut short by the plan's budget)" if spent else ""
             depth, side_a, side_b = planner.deepest_contact(q[order[0]], world, contacts, moving)
             return GoalSearch(
@@ -316,7 +316,7 @@ def push_clear(
 ) -> np.ndarray:
     """(k, n): those of the goal configurations q (B, n) that the optimiser moves clear of
     obstacles while keeping the goal (IK with the collision costs), each push cut to the
-    iterations ``budget`` (the plan's) leaves, none once it is spent.
+    iterations ``budget`` (the plan's) leaves, none once not even one iteration fits.
 
     Each runs as a "path" of ``t_count`` copies of itself with every knot free, the goal at
     every knot and no smoothness cost: every knot is then the same IK problem, and the plan's
@@ -332,7 +332,7 @@ def push_clear(
     )
     kept = []
     for c in q:
-        if budget is not None and budget.left() <= 0:
+        if budget is not None and not budget.affords(t_count):
             break
         result = planner.optimize(
             np.repeat(c[None, None], t_count, 1),

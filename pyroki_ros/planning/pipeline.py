@@ -70,6 +70,9 @@ ESCAPE_REACH = (0.02, 0.05, 0.1, 0.2)
 # (docs/benchmarks/trajopt_blocked_ab.md).
 BLOCKED = 0.7
 BLOCKED_SAMPLES = 32
+# LM iterations kept from the global step's budget for the optimisation of the path it finds
+# (a path found at the budget's end would otherwise get one iteration).
+GLOBAL_PATH_ITERATIONS = 10
 
 
 def plan(
@@ -164,7 +167,7 @@ def plan(
     # default), stopping at the first success.
     attempts = (num_starts,) if num_starts else planner.start_batches
     found = None
-    budget = PlanBudget(planner, timeout, clock)  # the goal search's pushes count too
+    budget = PlanBudget(planner, timeout, clock, world)  # the goal search's pushes count too
     if joint_goal:
         known = [_joint_goal(robot, goal, start, active)]
         ends = [_clearance(planner, known[0], world, contacts, active)]
@@ -223,9 +226,10 @@ def plan(
         and not waypoints
         and _blocked_share(planner, start, known[0], world, contacts, active) > BLOCKED
     )
-    result, used = None, 0
+    result, used, cut_short = None, 0, False
     for count in attempts:
-        if result is not None and budget.left() <= 0:
+        if result is not None and not budget.affords(t_count):
+            cut_short = True  # not even one iteration fits: answer now, within the budget
             break
         origin = ""  # where the attempt's last start path came from, for progress
         if found is not None and found.more is not None and used + count > len(known):
@@ -242,10 +246,11 @@ def plan(
             ]
         )
         if sampling_budget > 0 and not waypoints and (used > 0 or count > 1 or global_first):
+            # The time left, less what the optimisation of the path found will need.
+            left = budget.left() - budget.seconds(t_count, GLOBAL_PATH_ITERATIONS)
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
-                margin=float(margin.min()) / 4, seed=seed,
-                budget=min(sampling_budget, budget.left()),
+                margin=float(margin.min()) / 4, seed=seed, budget=min(sampling_budget, left),
             )  # fmt: skip
             sampling_budget = 0.0  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
@@ -262,7 +267,7 @@ def plan(
             )
         if result.success:
             break
-    if not result.success and budget.left() <= 0:
+    if not result.success and (cut_short or budget.left() <= 0):
         result = dataclasses.replace(
             result,
             message=f"no path found within the {timeout:.3g} s budget ({used} start paths "

@@ -230,14 +230,14 @@ def retarget(
         iterations, result = 0, None
         while iterations < max_iterations:
             chunk = min(RETARGET_CHUNK, max_iterations - iterations)
-            # A chunk gets the iterations that fit in the time left at the last measured pace
-            # (a long motion's iterations are slow: a fixed 5 overran 2 s budgets), the first
+            # A chunk gets the iterations that fit in the time left at the measured pace (a
+            # long motion's iterations are slow: a fixed 5 overran 2 s budgets), the first
             # one too where the pace is known (at least one iteration: a path). One
             # iteration's time is kept for the path's FK and errors after the loop.
-            pace = planner.seconds_per_iteration.get(t_count) or 0.0
-            left = timeout - clock.elapsed() - pace
+            pace = planner.pace(t_count, world)
+            left = timeout - clock.elapsed() - (pace.per_iteration if pace else 0.0)
             if pace:
-                chunk = min(chunk, int(left // pace))
+                chunk = min(chunk, pace.iterations_within(left))
             if result is None:
                 chunk = max(chunk, 1)
             elif left <= 0 or chunk < 1:

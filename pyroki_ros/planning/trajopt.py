@@ -36,6 +36,7 @@ from pyroki_ros import objectives as obj
 from pyroki_ros.collision import WORLD_BUCKETS, CollisionTerms, self_pair_groups
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.planning import pipeline
+from pyroki_ros.planning.budget import Pace, PaceLog
 from pyroki_ros.planning.memory import trajectory_memory_bytes
 from pyroki_ros.planning.pipeline import EARLY_STOP, GOAL_SEEDS
 from pyroki_ros.planning.problem import (
@@ -122,9 +123,9 @@ class TrajectoryOptimizer:
         self.obstacle_buckets = tuple(int(b) for b in obstacle_buckets)
         col.World.empty().padded(self.obstacle_buckets)  # a bad list fails here, not in a plan
         self.programs_built = 0  # programs created so far (each compiles on its first call)
-        # Wall seconds per LM iteration of the last optimisation with T knots that compiled
-        # nothing (plan budgets turn the time left into an iteration limit).
-        self.seconds_per_iteration: dict[int, float] = {}
+        # Wall time of optimisations that compiled nothing, per knot count and obstacle
+        # buckets (plan budgets turn the time left into an iteration limit: pace()).
+        self._paces = PaceLog()
         self._programs: collections.OrderedDict[tuple, Callable] = collections.OrderedDict()
         # The last world seen: its padded copy and its checked pairs per contact rule.
         self._world_cache: tuple[col.World, col.World, dict] | None = None
@@ -396,7 +397,7 @@ class TrajectoryOptimizer:
         rank = np.lexsort((costs, goal_shortfall, clearance_shortfall, ~ok))
         seconds = time.perf_counter() - clock
         if self.programs_built == built and iterations.max() > 0:
-            self.seconds_per_iteration[t_count] = seconds / float(iterations.max())
+            self._paces.record((t_count, padded.counts), int(iterations.max()), seconds)
 
         def result(i: int) -> PlanResult:
             problems = (
@@ -448,6 +449,12 @@ class TrajectoryOptimizer:
         """(B,) smallest checked clearance of configurations q (B, n): one compiled call (the
         named answer: :meth:`deepest_contact`); ``rows``: see :meth:`clearance_function`."""
         return self.clearance_function(world, contacts, moving)(q, rows)
+
+    def pace(self, t_count: int, world: col.World | None = None) -> Pace | None:
+        """How long an optimisation of T knots among ``world`` (its obstacle buckets) takes,
+        measured on the last ones that compiled nothing (None before the first)."""
+        world = self._empty_world if world is None else world
+        return self._paces.get((t_count, world.padded_counts(self.obstacle_buckets)))
 
     def clearance_function(
         self,
