@@ -58,7 +58,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         "",
         *measured_lines(meta),
         "",
-        __doc__.split("Protocol: ")[1].strip(),
+        "Protocol: " + __doc__.split("Protocol: ")[1].strip(),
         "",
         f"Problems: {meta['problems']}; plan seeds 0-{meta['seeds'] - 1}.",
         "",
