@@ -1,10 +1,11 @@
 """A plan's wall-clock budget: how much time is left, and how many LM iterations fit in it.
 
-An optimisation costs a fixed part (its dense success check, transfers) plus a part per LM
-iteration, both fitted to the last optimisations of the same length (:class:`PaceLog`): a
-plan that counted only a per-iteration pace started one-iteration optimisations with no time
-left and overran its budget by 20-30 ms (bookshelf_thin/7 of the second MotionBenchMaker
-set: a 1-iteration optimisation took 18 ms, 60 iterations 0.29 s).
+An optimisation costs a fixed part (its linearisation at the start path, its dense success
+check, the host's work) plus a part per LM iteration: 11-19 ms and 4-7 ms per
+MotionBenchMaker family (docs/benchmarks/plan_profile.md), both fitted here to the last
+optimisations of the same program (:class:`PaceLog`). Counting only a per-iteration pace,
+failing plans started optimisations with no time left and answered 10-28 ms past 0.3-2 s
+budgets; with the fixed part, -3 to +2 ms in the median (docs/benchmarks/plan_overrun*.md).
 
 Compiling a program cannot be cut short, so a budget does not count it: JAX reports every
 compile's tracing, lowering and XLA compile (``jax.monitoring`` duration events), summed here
@@ -99,7 +100,7 @@ class PaceLog:
 
     def get(self, key: Hashable) -> Pace | None:
         """The pace of ``key``'s optimisations (None before the first one is recorded)."""
-        calls = self._calls.get(key)
+        calls = tuple(self._calls.get(key, ()))  # a copy: another thread may record meanwhile
         if not calls:
             return None
         n, s = (np.asarray(v) for v in zip(*calls))
