@@ -290,6 +290,31 @@ def test_a_mostly_blocked_straight_line_goes_to_the_global_step_first(panda):
         assert _edges_clear(model, plan.path, obstacles) > -1e-3
 
 
+def test_no_global_step_without_time_to_optimise_its_path(panda, monkeypatch):
+    """The global step gets the budget left less GLOBAL_PATH_ITERATIONS iterations' time:
+    where a plan's pace says that is nothing, the mostly blocked line above goes without it
+    (its checks alone would spend the time the optimisation needs); with time, it goes first."""
+    from pyroki_ros.planning import pipeline
+    from pyroki_ros.planning.budget import Pace
+
+    robot, planner, _ = panda
+    start, goal = _ends(1.2)
+    plan = lambda lines, **budget: planner.plan(
+        start, goal, world=World.create(**WALL), num_steps=32, active_joints=robot.joint_names[:7],
+        progress=lines.append, sampling_budget=5.0, **budget,
+    )  # fmt: skip
+    # 1 s per iteration: one fits in 5 s, GLOBAL_PATH_ITERATIONS do not.
+    assert pipeline.GLOBAL_PATH_ITERATIONS * 1.0 > 5.0
+    monkeypatch.setattr(planner, "pace", lambda t_count, world=None: Pace(0.0, 1.0))
+    without: list[str] = []
+    plan(without, timeout=5.0)
+    assert without and not any("global step" in line for line in without), without
+    monkeypatch.setattr(planner, "pace", lambda t_count, world=None: Pace(0.0, 1e-3))
+    with_time: list[str] = []
+    plan(with_time, timeout=5.0)
+    assert "(global step)" in with_time[0], with_time
+
+
 # The elbow (panda_joint4, index 3) within SLAB rad of its upper limit, and the shoulder
 # (index 0) may cross zero only with the upper arm (index 1) raised: a passage along a
 # joint limit, as a hand deep in a shelf at the edge of the workspace has.

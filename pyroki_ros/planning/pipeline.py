@@ -245,12 +245,15 @@ def plan(
                 for i in range(used, used + count)
             ]
         )
-        if sampling_budget > 0 and not waypoints and (used > 0 or count > 1 or global_first):
-            # The time left, less what the optimisation of the path found will need.
-            left = budget.left() - budget.seconds(t_count, GLOBAL_PATH_ITERATIONS)
+        # The global step's time: what is left, less what optimising its path will need
+        # (none: no global step, whose checks alone would spend the optimisation's time).
+        sampling = min(
+            sampling_budget, budget.left() - budget.seconds(t_count, GLOBAL_PATH_ITERATIONS)
+        )
+        if sampling > 0 and not waypoints and (used > 0 or count > 1 or global_first):
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
-                margin=float(margin.min()) / 4, seed=seed, budget=min(sampling_budget, left),
+                margin=float(margin.min()) / 4, seed=seed, budget=sampling,
             )  # fmt: skip
             sampling_budget = 0.0  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
