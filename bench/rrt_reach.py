@@ -16,16 +16,20 @@ meshes) under three validity rules, each at every margin given:
 Near the start and goal the margin relaxes to their own clearance, as in the plan
 (``Checker.relax_near``). Every row has the same wall-clock budget and seed. ``--local``
 compares samplers: the share of each round's samples drawn near the growing tree
-(``rrt_connect(local=...)``; 0: uniform only).
+(``rrt_connect(local=...)``; 0: uniform only); ``--balance`` the size ratio past which the
+smaller tree grows every round from samples near its own nodes (``rrt_connect(balance=...)``;
+inf: the trees strictly take turns).
 
 Usage: ``.venv/bin/python bench/rrt_reach.py [--problems FILE] [--names NAME ... | all]
-[--budget S] [--margins M,...] [--models M,...] [--local L,...] [--seeds N]
+[--budget S] [--margins M,...] [--models M,...] [--local L,...] [--balance B,...]
+[--seeds N]
 [--markdown docs/benchmarks/rrt_reach.md]``
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections.abc import Sequence
 
@@ -69,7 +73,14 @@ def checker(planner: mb.Planner, problem, model: str, active, margin: float) -> 
 
 
 def reach(
-    planner: mb.Planner, problem, model: str, margin: float, budget: float, seed: int, local: float
+    planner: mb.Planner,
+    problem,
+    model: str,
+    margin: float,
+    budget: float,
+    seed: int,
+    local: float,
+    balance: float = rrt.BALANCE,
 ):
     """One RRT-Connect run: a row for the report."""
     optimizer = planner.optimizer
@@ -93,12 +104,14 @@ def reach(
         np.random.default_rng([seed, 7]),
         budget=budget,
         local=local,
+        balance=balance,
     )
     return {
         "problem": problem.name,
         "model": model,
         "margin": margin,
         "local": local,
+        "balance": balance,
         "seed": seed,
         "ends": tuple(float(c) for c in end_clearance),
         "found": found.success,
@@ -110,18 +123,25 @@ def reach(
 
 
 def summary(rows: list[dict]) -> list[str]:
-    """One line per (model, margin, local): runs that found a path and their seconds."""
+    """One line per (model, margin, local, balance): runs that found a path, their seconds."""
     out = [
-        "| model | margin | local | found | seconds median / p90 / max (found) | nodes median |",
-        "|---|---|---|---|---|---|",
+        (
+            "| model | margin | local | balance | found | seconds median / p90 / max (found) "
+            "| nodes median |"
+        ),
+        "|---|---|---|---|---|---|---|",
     ]
-    keys = dict.fromkeys((r["model"], r["margin"], r["local"]) for r in rows)
-    for model, margin, local in keys:
-        group = [r for r in rows if (r["model"], r["margin"], r["local"]) == (model, margin, local)]
+
+    def key(r: dict) -> tuple:
+        return r["model"], r["margin"], r["local"], r["balance"]
+
+    for model, margin, local, balance in dict.fromkeys(map(key, rows)):
+        group = [r for r in rows if key(r) == (model, margin, local, balance)]
         found = [r for r in group if r["found"]]
         times = [r["seconds"] for r in found]  # none found: nan
         out.append(
-            f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {len(found)}/{len(group)} | "
+            f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {balance:g} | "
+            f"{len(found)}/{len(group)} | "
             f"{pct(times, 50):.2f} / {pct(times, 90):.2f} / {pct(times, 100):.2f} | "
             f"{int(np.median([r['nodes'] for r in group]))} |"
         )
@@ -145,15 +165,16 @@ def markdown(rows: list[dict], meta: dict) -> str:
         *summary(rows),
         "",
         (
-            "| problem | model | margin | local | seed | ends | found | seconds | rounds | "
-            "nodes | checked |"
+            "| problem | model | margin | local | balance | seed | ends | found | seconds | "
+            "rounds | nodes | checked |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ends = " / ".join(f"{1e3 * c:.1f}" for c in r["ends"])
         out.append(
             f"| {r['problem']} | {r['model']} | {1e3 * r['margin']:.1f} mm | {r['local']:g} | "
+            f"{r['balance']:g} | "
             f"{r['seed']} | {ends} | {'yes' if r['found'] else 'no'} | {r['seconds']:.2f} | "
             f"{r['rounds']} | {r['nodes']} | {r['checked']} |"
         )
@@ -174,6 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--local", default="0", help="shares of samples near the tree, comma-separated"
     )
+    parser.add_argument(
+        "--balance",
+        default=f"{rrt.BALANCE:g}",
+        help="tree size ratios past which the smaller grows (inf: turns), comma-separated",
+    )
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0 .. N-1 per row")
     parser.add_argument("--markdown", default="", help="report file ('' for none)")
     args = parser.parse_args(argv)
@@ -183,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown models {sorted(unknown)}; known: {MODELS}")
     margins = [float(m) for m in args.margins.split(",")]
     locals_ = [float(v) for v in args.local.split(",")]
+    balances = [float(v) for v in args.balance.split(",")]
     problems = {p.name: p for _, p in mb.select([REPO / args.problems], None, None, False)}
     names = list(problems) if args.names == ["all"] else args.names
     missing = [n for n in names if n not in problems]
@@ -194,11 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         for model in models:
             for margin in margins:
-                for local in locals_:  # the samplers side by side on one problem
+                # The samplers side by side on one problem.
+                for local, balance in itertools.product(locals_, balances):
                     for seed in range(args.seeds):
                         row = reach(
-                            planner, problems[name], model, margin, args.budget, seed, local
-                        )
+                            planner, problems[name], model, margin, args.budget, seed, local,
+                            balance,
+                        )  # fmt: skip
                         rows.append(row)
                         print(row, flush=True)
     meta = run_meta(

@@ -63,6 +63,15 @@ FUNNEL = 0.02
 # (docs/benchmarks/rrt_local_{tuning,seed2,hard}.md).
 LOCAL = 0.5
 LOCAL_SIGMA = 0.5
+# A tree with fewer than 1/BALANCE of the other's nodes grows every round, from samples near
+# its own nodes only, until it catches up: a goal deep in a shelf bin sits in a narrow region
+# whose tree rarely reaches a uniform sample, while the open side's tree grows at every turn
+# (bookshelf_thin/7 of the second set: goal tree ~50-120 nodes to the start's 3,000-4,700 in
+# 2 s). Its own goal, 12 seeds, 1.5 s: found 12/12 (median ~0.7 s; strict alternation: ~1 in
+# 6 in 2 s; the small tree's usual sampler, local share 0.5: 6-8 of 12; balance at 1.5, 2, 4,
+# 6: no better than 3). Probe in the 2026-12-06 notes on issue 16; the MotionBenchMaker
+# figures after it: docs/benchmarks/mbm_fine*_check_after.md.
+BALANCE = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +258,7 @@ def rrt_connect(
     connect: int = CONNECT,
     resolution: float = RESOLUTION,
     local: float = LOCAL,
+    balance: float = BALANCE,
 ) -> RRTResult:
     """Batched RRT-Connect from ``start`` (n,) to any of ``goals`` (G, n).
 
@@ -256,7 +266,8 @@ def rrt_connect(
     by at most ``step`` (Euclidean over active joints; the valid prefix of each extension is
     kept), then the other tree tries to reach the ``connect`` new nodes nearest to it with
     straight edges (connect: the valid prefix of each becomes a node of the other tree; a
-    whole edge joins the trees). The trees swap roles every round. Before the first round
+    whole edge joins the trees). The trees swap roles every round, except that a tree
+    far smaller than the other (``balance``) grows until it catches up. Before the first round
     the direct edges start -> goal are tried. Goals that are not valid are dropped.
 
     Args:
@@ -268,9 +279,13 @@ def rrt_connect(
             counted: the start's check compiles the check's program for a new scene).
         max_rounds: at most this many rounds.
         local: share of each round's samples drawn near the growing tree (:data:`LOCAL`).
+        balance: a tree with fewer than 1/balance of the other's nodes grows every round,
+            all its samples near its own nodes (:data:`BALANCE`; inf: strict alternation).
     """
     if not 0.0 <= local <= 1.0:
         raise ValueError(f"local is a share of the samples, in [0, 1]; got {local}")
+    if not balance >= 1.0:
+        raise ValueError(f"balance is a ratio of tree sizes, >= 1; got {balance}")
     active = np.asarray(active, bool)
     start = np.asarray(start, np.float64)
     goals = _goal_rows(goals, len(start))
@@ -303,13 +318,16 @@ def rrt_connect(
     trees = [_Tree(start[None]), _Tree(goals[usable])]
     lo = np.where(np.isfinite(lower), lower, -math.pi)[active]
     hi = np.where(np.isfinite(upper), upper, math.pi)[active]
-    n_local = round(local * batch)
     rounds = 0
     while rounds < max_rounds and clock.elapsed() < budget:
-        grow, other = trees[rounds % 2], trees[1 - rounds % 2]
+        small = int(len(trees[1]) < len(trees[0]))
+        lagging = len(trees[1 - small]) > balance * len(trees[small])
+        side = small if lagging else rounds % 2
+        grow, other = trees[side], trees[1 - side]
         rounds += 1
         samples = np.repeat(start[None], batch, 0)
         samples[:, active] = rng.uniform(lo, hi, (batch, int(active.sum())))
+        n_local = batch if lagging else round(local * batch)
         if n_local:
             near_nodes = grow.q[rng.integers(0, len(grow), n_local)][:, active]
             offsets = rng.normal(0.0, LOCAL_SIGMA, near_nodes.shape)
@@ -333,7 +351,7 @@ def rrt_connect(
             j = pick[joined[np.argmin(gap[pick[joined]])]]
             mine, theirs = grow.branch(int(new[j])), other.branch(int(toward[j]))
             path = np.concatenate([mine[::-1], theirs])  # grow's root ... other's root
-            goal_tree = other if rounds % 2 == 1 else grow
+            goal_tree = trees[1]
             end = toward[j] if goal_tree is other else new[j]
             if goal_tree is grow:
                 path = path[::-1]
