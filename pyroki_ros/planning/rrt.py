@@ -67,10 +67,12 @@ LOCAL_SIGMA = 0.5
 # its own nodes only, until it catches up: a goal deep in a shelf bin sits in a narrow region
 # whose tree rarely reaches a uniform sample, while the open side's tree grows at every turn
 # (bookshelf_thin/7 of the second set: goal tree ~50-120 nodes to the start's 3,000-4,700 in
-# 2 s). Its own goal, 12 seeds, 1.5 s: found 12/12 (median ~0.7 s; strict alternation: ~1 in
-# 6 in 2 s; the small tree's usual sampler, local share 0.5: 6-8 of 12; balance at 1.5, 2, 4,
-# 6: no better than 3). Probe in the 2026-12-06 notes on issue 16; the MotionBenchMaker
-# figures after it: docs/benchmarks/mbm_fine*_check_after.md.
+# 2 s). RRT-Connect to each MotionBenchMaker problem's own goal, 2 runs each, 2 s, against
+# strict turns: found 140 and 139 of 140 on the second set (slowest 1.00 and 1.47 s), 140 both
+# on the tuning and evaluation sets (docs/benchmarks/rrt_balance_{seed2,tuning,evaluation}.md,
+# bench/rrt_reach.py --balance 3,inf). Ratios 1.5-6 and the small tree's usual sampler (half
+# uniform) on bookshelf_thin/7 alone, 12 seeds, 1.5 s: 3 with samples near its nodes only
+# found it most often (12 of 12; a probe in the 2026-12-06 notes on issue 16).
 BALANCE = 3.0
 
 
