@@ -272,14 +272,17 @@ def test_view_client_shows_the_nodes_markers_state_and_trajectories(node):
         assert client.ready.wait(60.0), "no robot from /robot_description"
         viewer = client.viewer
         assert viewer.robot.name == "panda" and viewer.url.endswith(f":{port}")
-        deadline = time.monotonic() + 30.0
+        # Each step has its own deadline: on a loaded 2-core CI machine the client's first
+        # drawings (FK compiled in this process) can take tens of seconds while the node warms up.
+        deadline = time.monotonic() + 120.0
         want = {f"markers/{ns}" for ns in ("path", "obstacles", "plan_goal", "collision_spheres")}
         while not want <= {g for g, n in viewer.shown().items() if n}:
             assert time.monotonic() < deadline, viewer.shown()
             time.sleep(0.1)
         assert viewer.shown()["markers/obstacles"] == 4
+        deadline = time.monotonic() + 120.0
         while client.configuration is None or not np.allclose(client.configuration, STATE):
-            assert time.monotonic() < deadline, "no /joint_states shown"
+            assert time.monotonic() < deadline, ("no /joint_states shown", client.messages)
             time.sleep(0.1)
         trajectories = node.session.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
         goal = STATE + 0.2
@@ -288,8 +291,12 @@ def test_view_client_shows_the_nodes_markers_state_and_trajectories(node):
             point = JointTrajectoryPoint(positions=q.tolist())
             point.time_from_start.nanosec = k * 50_000_000
             message.points.append(point)
+        deadline = time.monotonic() + 120.0
         while viewer.plan_slider.max != 9:
-            assert time.monotonic() < deadline, "no plan from the trajectory topic"
+            assert time.monotonic() < deadline, (
+                "no plan from the trajectory topic",
+                client.messages,
+            )
             trajectories.publish(message)
             time.sleep(0.2)
         viewer.plan_slider.value = 9
