@@ -316,6 +316,36 @@ def test_no_global_step_without_time_to_optimise_its_path(panda, monkeypatch):
     assert "(global step)" in with_time[0], with_time
 
 
+def test_the_first_start_path_is_cut_short_only_while_the_global_step_follows(panda, monkeypatch):
+    """With the straight line through the wall tried first (BLOCKED raised past any share),
+    its optimisation stops at ``first_path_iterations`` when the global step is to follow,
+    whose path then plans; without a global step (sampling_budget 0) the same line gets the
+    full iterations. The iteration counts are the plan's progress lines."""
+    import re
+
+    from pyroki_ros.planning import pipeline
+
+    robot, planner, model = panda
+    start, goal = _ends(1.2)
+    monkeypatch.setattr(pipeline, "BLOCKED", 1.0)
+    plan = lambda lines, **options: planner.plan(
+        start, goal, world=World.create(**WALL), num_steps=32, active_joints=robot.joint_names[:7],
+        progress=lines.append, first_path_iterations=3, **options,
+    )  # fmt: skip
+    iterations = lambda line: int(re.search(r"\((\d+) iterations", line).group(1))
+    alone: list[str] = []
+    plan(alone, sampling_budget=0.0)
+    assert "global step" not in alone[0] and iterations(alone[0]) > 3, alone
+    lines: list[str] = []
+    result = plan(lines, sampling_budget=5.0)
+    assert "global step" not in lines[0] and iterations(lines[0]) <= 3, lines
+    assert "(global step)" in lines[1], lines
+    assert result.success, result.message
+    assert _edges_clear(model, result.path, WALL) > -1e-3
+    with pytest.raises(ValueError, match="first_path_iterations"):
+        planner.plan(start, goal, first_path_iterations=0)
+
+
 # The elbow (panda_joint4, index 3) within SLAB rad of its upper limit, and the shoulder
 # (index 0) may cross zero only with the upper arm (index 1) raised: a passage along a
 # joint limit, as a hand deep in a shelf at the edge of the workspace has.

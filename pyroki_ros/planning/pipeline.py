@@ -80,6 +80,14 @@ GLOBAL_PATH_ITERATIONS = 10
 # `bench/plan_overrun.py --budgets 2 --seeds 8`: 3/8 at 1 s; 3/8, 2/8 and 6/8 in three runs
 # at 1.5 s, this VM's speed moving the rest (docs/benchmarks/plan_thin7_seeds*.md).
 SAMPLING_BUDGET = 1.5
+# LM iterations of the first start path (the straight line) while the global step is still
+# to follow: a straight line that does not come clear in this many rarely does at all, and
+# the iterations it would spend are the global step's time. MotionBenchMaker plans, tuning
+# set, fine spheres: straight paths that succeeded took a median of 7 iterations, 2 of 58
+# more than 30 (31, 53); those that failed spent up to 60 (0.4 s) before the global step
+# found a path in 1-8 (a probe, 2026-12-06 notes on issue 16; A/B in
+# docs/benchmarks/mbm_first_path_ab*.md).
+FIRST_PATH_ITERATIONS = 30
 
 
 def plan(
@@ -96,6 +104,7 @@ def plan(
     progress=None,
     contacts: col.ContactRules = col.DEFAULT_CONTACTS,
     sampling_budget: float = SAMPLING_BUDGET,
+    first_path_iterations: int = FIRST_PATH_ITERATIONS,
     timeout: float = 0.0,
     start_collision: str = "refuse",
     **options,
@@ -136,6 +145,9 @@ def plan(
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
             the next start path once the first one fails, or the first when the straight
             line is mostly inside obstacles (:data:`BLOCKED`) (0: none). Not with waypoints.
+        first_path_iterations: LM iterations at most of the first start path when the
+            global step may follow it (start paths one at a time); the others get
+            ``max_iterations`` (default 60).
         timeout: wall-clock budget (s, 0 = none), checked before each start path,
             bounding the global step and cutting every optimisation (also the goal
             search's pushes of colliding goal configurations) to the LM iterations
@@ -155,6 +167,8 @@ def plan(
         raise ValueError(f"num_steps must be >= 2, got {num_steps}")
     if num_starts is not None and num_starts < 1:
         raise ValueError(f"num_starts must be >= 1, got {num_starts}")
+    if first_path_iterations < 1:
+        raise ValueError(f"first_path_iterations must be >= 1, got {first_path_iterations}")
     active = robot.active_mask(active_joints)
     t_count = int(num_steps)
     if start_collision not in START_COLLISION:
@@ -215,7 +229,7 @@ def plan(
     planned = options.pop("max_iterations", 60)
     objectives = _knot_objectives(goal_objectives, waypoints, t_count)
 
-    def solve(starts: np.ndarray, **changes) -> PlanResult:
+    def solve(starts: np.ndarray, iterations: int = planned, **changes) -> PlanResult:
         """One optimisation, cut to the iterations the time left allows."""
         settings = {"weights": weights, **options, **changes}
         return planner.optimize(
@@ -223,7 +237,7 @@ def plan(
             objectives,
             world=world,
             contacts=contacts,
-            max_iterations=budget.iterations(t_count, planned),
+            max_iterations=budget.iterations(t_count, iterations),
             rows=planner.plan_rows,
             **settings,
         )
@@ -265,9 +279,12 @@ def plan(
             sampling_budget = 0.0  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
             origin = " (global step)" if seeded is not None else " (global step: none found)"
+        # The first start path alone, with the global step still to follow: cut shorter.
+        global_next = used == 0 and len(attempts) > 1 and sampling_budget > 0 and not waypoints
+        iterations = min(planned, first_path_iterations) if global_next else planned
         used += count
-        candidate = _refine(planner, solve(starts, free=free), solve, free, weights,
-                            goal_objectives, active_joints)  # fmt: skip
+        candidate = _refine(planner, solve(starts, iterations, free=free), solve, free,
+                            weights, goal_objectives, active_joints)  # fmt: skip
         if result is None or _better(candidate, result):
             result = candidate
         if progress is not None:
