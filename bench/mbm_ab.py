@@ -10,7 +10,8 @@ warm-up: so a drift of this machine's speed (run-to-run medians of bench/mbm_ben
 ~10 % here) falls on every variant alike. Paths are checked as bench/mbm_benchmark.py checks
 them (``test/mbm_check.py``), after the last plan (so no plan follows a check). Reported per variant: successes (planner and check), false
 successes, plan time median / p95 / max, its geometric-mean ratio to the first variant over
-the same problems, per-family medians and the median path length.
+the same problems, per-family medians, the median path length, and per problem file
+its successes, median, p95 and max.
 """
 
 from __future__ import annotations
@@ -41,22 +42,28 @@ def run(planner: mb.Planner, problems: list, variants: list[dict]) -> list[list]
     last plan (a plan that follows the check runs slower here: bench/plan_after_idle.py)."""
     base = dict(planner.plan_options)
     planned: list[list] = [[] for _ in variants]
-    for k, problem in enumerate(problems):
+    for k, (_, problem) in enumerate(problems):
         for i in interleaved(len(variants), k):
             planner.plan_options = {**base, **variants[i]}
             planned[i].append(mb.plan_problem(planner, problem))
         times = " ".join(f"{p[-1].seconds * 1e3:6.0f}" for p in planned)
         print(f"{problem.name:22s} {times}", flush=True)
     planner.plan_options = base
-    return [[mb.check_problem(planner, p) for p in variant] for variant in planned]
+    labels = [label for label, _ in problems]
+    return [
+        [mb.check_problem(planner, p, label) for p, label in zip(variant, labels)]
+        for variant in planned
+    ]
 
 
 def summary(results: list, first: list) -> dict:
     """bench/mbm_benchmark.py's summary of one variant's results, with the geometric-mean
     ratio of its plan times to the first variant's (``ratio``) and per-family medians."""
     families = dict.fromkeys(r.family for r in results)
+    sets = dict.fromkeys(r.source for r in results)
     return {
         **mb.summarize(results),
+        "sets": {name: mb.summarize([r for r in results if r.source == name]) for name in sets},
         "ratio": geometric_ratio([r.seconds for r in results], [r.seconds for r in first]),
         "families": {
             f: statistics.median(r.seconds for r in results if r.family == f) * 1e3
@@ -95,6 +102,15 @@ def markdown(texts: list[str], rows: list[dict], meta: dict) -> str:
     for text, s in zip(texts, rows):
         cells = " | ".join(f"{s['families'][f]:.0f} ms" for f in families)
         out.append(f"| `{text}` | {cells} |")
+    out += ["", "Per problem file:", "", "| file | variant | both | median | p95 | max |"]
+    out.append("|---|---|---|---|---|---|")
+    for name in rows[0]["sets"]:
+        for text, s in zip(texts, rows):
+            t = s["sets"][name]
+            out.append(
+                f"| {name} | `{text}` | {t['both_ok']}/{t['problems']} | {t['median_ms']:.0f} ms "
+                f"| {t['p95_ms']:.0f} ms | {t['max_ms']:.0f} ms |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -113,12 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args.variants) < 2:
         parser.error("give at least two variants")
     variants = [plan_keywords(text) for text in args.variants]
-    problems = [p for path in args.problems for p in mp.load_problems(REPO / path)]
+    problems = [(path.stem, p) for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
     planner = mb.make_planner(
         fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"
     )
-    mb.warm(planner, problems[0], 64, False)
+    mb.warm(planner, problems[0][1], 64, False)
     results = run(planner, problems, variants)
     rows = [summary(r, results[0]) for r in results]
     for text, s in zip(args.variants, rows):
