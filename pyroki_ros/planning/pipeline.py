@@ -146,9 +146,9 @@ def plan(
             RRT-Connect over the sphere model at a quarter of the margin) whose path is
             the next start path once the first one fails, or the first when the straight
             line is mostly inside obstacles (:data:`BLOCKED`) (0: none). Not with waypoints.
-        first_path_iterations: LM iterations at most of the first start path when the
-            global step may follow it (start paths one at a time); the others get
-            ``max_iterations`` (default 60).
+        first_path_iterations: LM iterations at most of the first batch of start paths
+            while the global step may still follow it (more batches to come: start paths
+            one at a time, the CPU default); the others get ``max_iterations`` (60).
         timeout: wall-clock budget (s, 0 = none), checked before each start path,
             bounding the global step and cutting every optimisation (also the goal
             search's pushes of colliding goal configurations) to the LM iterations
@@ -280,7 +280,7 @@ def plan(
             sampling_budget = 0.0  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
             origin = " (global step)" if seeded is not None else " (global step: none found)"
-        # The first start path alone, with the global step still to follow: cut shorter.
+        # The first batch of start paths, with the global step still to follow: cut shorter.
         global_next = used == 0 and len(attempts) > 1 and sampling_budget > 0 and not waypoints
         iterations = min(planned, first_path_iterations) if global_next else planned
         used += count
