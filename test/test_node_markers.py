@@ -274,13 +274,14 @@ def test_view_client_shows_the_nodes_markers_state_and_trajectories(node):
         assert viewer.robot.name == "panda" and viewer.url.endswith(f":{port}")
         # Each step has its own deadline: on a loaded 2-core CI machine the client's first
         # drawings (FK compiled in this process) can take tens of seconds while the node warms up.
-        deadline = time.monotonic() + 120.0
+        step_s = 120.0
+        deadline = time.monotonic() + step_s
         want = {f"markers/{ns}" for ns in ("path", "obstacles", "plan_goal", "collision_spheres")}
         while not want <= {g for g, n in viewer.shown().items() if n}:
             assert time.monotonic() < deadline, viewer.shown()
             time.sleep(0.1)
         assert viewer.shown()["markers/obstacles"] == 4
-        deadline = time.monotonic() + 120.0
+        deadline = time.monotonic() + step_s
         while client.configuration is None or not np.allclose(client.configuration, STATE):
             assert time.monotonic() < deadline, ("no /joint_states shown", client.messages)
             time.sleep(0.1)
@@ -291,7 +292,7 @@ def test_view_client_shows_the_nodes_markers_state_and_trajectories(node):
             point = JointTrajectoryPoint(positions=q.tolist())
             point.time_from_start.nanosec = k * 50_000_000
             message.points.append(point)
-        deadline = time.monotonic() + 120.0
+        deadline = time.monotonic() + step_s
         while viewer.plan_slider.max != 9:
             assert time.monotonic() < deadline, (
                 "no plan from the trajectory topic",

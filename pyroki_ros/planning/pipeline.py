@@ -243,10 +243,9 @@ def plan(
             **settings,
         )
 
+    global_step = sampling_budget > 0 and not waypoints  # still to run (once per plan)
     global_first = (
-        sampling_budget > 0
-        and not waypoints
-        and _blocked_share(planner, start, known[0], world, contacts, active) > BLOCKED
+        global_step and _blocked_share(planner, start, known[0], world, contacts, active) > BLOCKED
     )
     result, used, cut_short = None, 0, False
     for count in attempts:
@@ -272,16 +271,16 @@ def plan(
         sampling = min(
             sampling_budget, budget.left() - budget.seconds(t_count, GLOBAL_PATH_ITERATIONS)
         )
-        if sampling > 0 and not waypoints and (used > 0 or count > 1 or global_first):
+        if global_step and sampling > 0 and (used > 0 or count > 1 or global_first):
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
                 margin=float(margin.min()) / 4, seed=seed, budget=sampling,
             )  # fmt: skip
-            sampling_budget = 0.0  # once per plan
+            global_step = False  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded
             origin = " (global step)" if seeded is not None else " (global step: none found)"
         # The first batch of start paths, with the global step still to follow: cut shorter.
-        global_next = used == 0 and len(attempts) > 1 and sampling_budget > 0 and not waypoints
+        global_next = used == 0 and len(attempts) > 1 and global_step
         iterations = min(planned, first_path_iterations) if global_next else planned
         used += count
         candidate = _refine(planner, solve(starts, iterations, free=free), solve, free,
