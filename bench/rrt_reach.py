@@ -18,11 +18,13 @@ Near the start and goal the margin relaxes to their own clearance, as in the pla
 compares samplers: the share of each round's samples drawn near the growing tree
 (``rrt_connect(local=...)``; 0: uniform only); ``--balance`` the size ratio past which the
 smaller tree grows every round from samples near its own nodes (``rrt_connect(balance=...)``;
-inf: the trees strictly take turns).
+inf: the trees strictly take turns); ``--options`` other keywords of ``rrt_connect`` (its
+extension ``step``, samples per round ``batch``, connection attempts ``connect``, edge
+``resolution``), one JSON object per variant.
 
 Usage: ``.venv/bin/python bench/rrt_reach.py [--problems FILE] [--names NAME ... | all]
 [--budget S] [--margins M,...] [--models M,...] [--local L,...] [--balance B,...]
-[--seeds N]
+[--seeds N] [--options JSON ...]
 [--markdown docs/benchmarks/rrt_reach.md]``
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 from collections.abc import Sequence
 
@@ -81,8 +84,10 @@ def reach(
     seed: int,
     local: float,
     balance: float = rrt.BALANCE,
+    options: dict | None = None,
 ):
-    """One RRT-Connect run: a row for the report."""
+    """One RRT-Connect run: a row for the report; ``options``: more rrt_connect keywords."""
+    options = options or {}
     optimizer = planner.optimizer
     active = np.isin(optimizer.robot.joint_names, planner.arm)
     start = mb.start_configuration(planner, problem)
@@ -105,6 +110,7 @@ def reach(
         budget=budget,
         local=local,
         balance=balance,
+        **options,
     )
     return {
         "problem": problem.name,
@@ -112,6 +118,7 @@ def reach(
         "margin": margin,
         "local": local,
         "balance": balance,
+        "options": json.dumps(options, sort_keys=True),
         "seed": seed,
         "ends": tuple(float(c) for c in end_clearance),
         "found": found.success,
@@ -123,26 +130,30 @@ def reach(
 
 
 def summary(rows: list[dict]) -> list[str]:
-    """One line per (model, margin, local, balance): runs that found a path, their seconds."""
+    """One line per (model, margin, local, balance, options): runs that found a path, their
+    seconds, and the seconds of all runs (a failure counts its whole run)."""
     out = [
         (
-            "| model | margin | local | balance | found | seconds median / p90 / max (found) "
-            "| nodes median |"
+            "| model | margin | local | balance | options | found | seconds median / p90 / max "
+            "(found) | seconds, all runs | ms per round | nodes median |"
         ),
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def key(r: dict) -> tuple:
-        return r["model"], r["margin"], r["local"], r["balance"]
+        return r["model"], r["margin"], r["local"], r["balance"], r["options"]
 
-    for model, margin, local, balance in dict.fromkeys(map(key, rows)):
-        group = [r for r in rows if key(r) == (model, margin, local, balance)]
+    for model, margin, local, balance, options in dict.fromkeys(map(key, rows)):
+        group = [r for r in rows if key(r) == (model, margin, local, balance, options)]
         found = [r for r in group if r["found"]]
         times = [r["seconds"] for r in found]  # none found: nan
+        total = sum(r["seconds"] for r in group)
+        rounds = sum(r["rounds"] for r in group)
         out.append(
-            f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {balance:g} | "
+            f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {balance:g} | `{options}` | "
             f"{len(found)}/{len(group)} | "
             f"{pct(times, 50):.2f} / {pct(times, 90):.2f} / {pct(times, 100):.2f} | "
+            f"{total:.2f} | {1e3 * total / max(rounds, 1):.1f} | "
             f"{int(np.median([r['nodes'] for r in group]))} |"
         )
     return out
@@ -165,16 +176,16 @@ def markdown(rows: list[dict], meta: dict) -> str:
         *summary(rows),
         "",
         (
-            "| problem | model | margin | local | balance | seed | ends | found | seconds | "
-            "rounds | nodes | checked |"
+            "| problem | model | margin | local | balance | options | seed | ends | found | "
+            "seconds | rounds | nodes | checked |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ends = " / ".join(f"{1e3 * c:.1f}" for c in r["ends"])
         out.append(
             f"| {r['problem']} | {r['model']} | {1e3 * r['margin']:.1f} mm | {r['local']:g} | "
-            f"{r['balance']:g} | "
+            f"{r['balance']:g} | `{r['options']}` | "
             f"{r['seed']} | {ends} | {'yes' if r['found'] else 'no'} | {r['seconds']:.2f} | "
             f"{r['rounds']} | {r['nodes']} | {r['checked']} |"
         )
@@ -201,6 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="tree size ratios past which the smaller grows (inf: turns), comma-separated",
     )
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0 .. N-1 per row")
+    parser.add_argument(
+        "--options",
+        nargs="+",
+        default=["{}"],
+        help="more rrt_connect keywords per variant, JSON objects (e.g. '{\"step\": 0.5}')",
+    )
     parser.add_argument("--markdown", default="", help="report file ('' for none)")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",")]
@@ -210,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     margins = [float(m) for m in args.margins.split(",")]
     locals_ = [float(v) for v in args.local.split(",")]
     balances = [float(v) for v in args.balance.split(",")]
+    options = [json.loads(v) for v in args.options]
+    unknown = {k for o in options for k in o} - {"step", "batch", "connect", "resolution"}
+    if unknown:
+        parser.error(f"--options: unknown rrt_connect keywords {sorted(unknown)}")
     problems = {p.name: p for _, p in mb.select([REPO / args.problems], None, None, False)}
     names = list(problems) if args.names == ["all"] else args.names
     missing = [n for n in names if n not in problems]
@@ -221,12 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         for model in models:
             for margin in margins:
-                # The samplers side by side on one problem.
-                for local, balance in itertools.product(locals_, balances):
-                    for seed in range(args.seeds):
+                # The variants side by side on one problem, seed by seed (a drifting machine
+                # slows them alike).
+                for seed in range(args.seeds):
+                    for local, balance, more in itertools.product(locals_, balances, options):
                         row = reach(
                             planner, problems[name], model, margin, args.budget, seed, local,
-                            balance,
+                            balance, more,
                         )  # fmt: skip
                         rows.append(row)
                         print(row, flush=True)
