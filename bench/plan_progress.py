@@ -41,10 +41,13 @@ LINE = re.compile(
 
 def attempts(lines: list[str]) -> list[dict]:
     """The plan's start paths from its progress lines: index, global (the attempt's last
-    path is the global step's), ok, iterations, seconds. A line in another format raises ValueError (the report
-    would otherwise miss it silently)."""
+    path is the global step's), ok, iterations, seconds. Lines of other steps (the exact
+    model's fallback says why it plans again) are passed over; a start path's line in
+    another format raises ValueError (the report would otherwise miss it silently)."""
     out = []
     for line in lines:
+        if not line.startswith("start path "):
+            continue
         m = LINE.match(line)
         if m is None:
             raise ValueError(f"unexpected progress line: {line!r}")
@@ -83,6 +86,7 @@ def plan_one(planner: mb.Planner, problem: mp.Problem, options: dict) -> dict:
         "success": bool(plan.success),
         "seconds": time.perf_counter() - t0,
         "attempts": attempts(lines),
+        "notes": [line for line in lines if not line.startswith("start path ")],
     }
 
 
@@ -146,9 +150,10 @@ def markdown(rows: list[dict], meta: dict, cap: int) -> str:
             f"{a['seconds']:.3f} s, {'ok' if a['ok'] else 'failed'}"
             for a in r["attempts"]
         )
+        notes = "".join(f" ({note})" for note in r["notes"])
         out.append(
             f"| {r['problem']} | {'yes' if r['success'] else 'no'} | {r['seconds']:.3f} | "
-            f"{steps or 'none (refused)'} |"
+            f"{steps or 'none (refused)'}{notes} |"
         )
     return "\n".join(out) + "\n"
 
