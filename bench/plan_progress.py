@@ -121,7 +121,7 @@ def summary(rows: list[dict], cap: int) -> list[str]:
         f"- Plans: {len(rows)}, planner success {planned}; the global step's path went "
         + f"first in {blocked} (a mostly blocked straight line).",
         f"- First straight start path that planned: iterations {spread(ok)}; more than "
-        + f"{cap}: {len(over)} ({over}).",
+        + f"FIRST_PATH_ITERATIONS ({cap}): {len(over)} ({over}).",
         f"- First straight start path that did not plan: iterations {spread(tried)}, "
         + f"seconds {spread(spent)}.",
         f"- The global step's path after it: iterations {spread(follow)}; planned "
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for problem in problems:
         rows.append(plan_one(planner, problem, options))
         print(problem.name, rows[-1]["seconds"], rows[-1]["attempts"], flush=True)
-    cap = options.get("first_path_iterations", pipeline.FIRST_PATH_ITERATIONS)
+    cap = pipeline.FIRST_PATH_ITERATIONS  # what the plan's own cut would have stopped
     meta = run_meta(
         "plan_progress.py", argv, load_start, options=args.options,
         problems=", ".join(f"`{p}`" for p in args.problems),
