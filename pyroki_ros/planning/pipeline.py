@@ -83,11 +83,11 @@ SAMPLING_BUDGET = 1.5
 # LM iterations of the first start path (the straight line) while the global step is still
 # to follow: a straight line that does not come clear in this many rarely does at all, and
 # the iterations it would spend are the global step's time. MotionBenchMaker plans, tuning
-# set, fine spheres: straight paths that succeeded took a median of 6 iterations, 2 of 48
-# more than 30 (31, 53); the 11 that failed spent up to 60 (0.41 s) before the global
-# step's path planned in 1-8 (a probe, 2026-12-06 notes on issue 16). Interleaved A/B over
-# all 215 problems: p95 610 -> 472 ms, the tuning set's 577 -> 382 ms, the evaluation set's
-# 502 -> 534 ms (docs/benchmarks/mbm_first_path_ab.md).
+# set, uncut (bench/plan_progress.py, docs/benchmarks/plan_progress_uncut_tuning.md): the 49
+# straight paths that planned took a median of 6 iterations, 3 more than 30 (31, 38, 53);
+# 5 of the 11 that failed ran past 30 (up to 60, 0.31 s) before the global step's path
+# planned in 1-8. Interleaved A/B over all 215 problems: p95 610 -> 472 ms, the tuning
+# set's 577 -> 382 ms, the evaluation set's 502 -> 534 ms (docs/benchmarks/mbm_first_path_ab.md).
 FIRST_PATH_ITERATIONS = 30
 
 
