@@ -131,10 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = [plan_keywords(text) for text in args.variants]
     problems = [(path.stem, p) for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
-    planner = mb.make_planner(
-        fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"
-    )
-    mb.warm(planner, problems[0][1], 64, False)
+    planner = mb.warmed_planner(problems[0][1])
     results = run(planner, problems, variants)
     rows = [summary(r, results[0]) for r in results]
     for text, s in zip(args.variants, rows):

@@ -352,6 +352,14 @@ def warm(planner: Planner, problem: mp.Problem, num_steps: int, drop_stand: bool
     return "`warm_up` (its scene, and its boxes alone: the node's warm-up kinds)"
 
 
+def warmed_planner(problem: mp.Problem) -> Planner:
+    """The planner as ``--fine-spheres --start-collision escape`` plans (the 2 s budget, the
+    default buckets), warmed up on ``problem``: what the other MotionBenchMaker scripts time."""
+    planner = make_planner(fine=True, timeout=BUDGET_S, buckets=BUCKETS, start_collision="escape")
+    warm(planner, problem, 64, False)
+    return planner
+
+
 def own_goals_clear(planner: Planner, problem: mp.Problem) -> str:
     """``k/K``: how many of the problem's own goal configurations (``goal_ik``, clear of the
     real meshes and robometrics' spheres by construction) the planner's sphere model calls

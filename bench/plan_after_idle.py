@@ -119,10 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chosen = [p for _, p in mb.select([REPO / args.problems], None, args.limit, False)]
     load_start = loadavg()
-    planner = mb.make_planner(
-        fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"
-    )
-    mb.warm(planner, chosen[0], 64, False)
+    planner = mb.warmed_planner(chosen[0])
     times = run(planner, chosen)
     chosen_text = f"`{args.problems}`, the first {args.limit} of each family"
     meta = run_meta("plan_after_idle.py", argv, load_start, problems=chosen_text)

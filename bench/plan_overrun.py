@@ -91,10 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems = [known[n] for n in args.names]
     budgets = [float(b) for b in args.budgets.split(",")]
     load_start = loadavg()
-    planner = mb.make_planner(
-        fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"
-    )
-    mb.warm(planner, problems[0], 64, False)
+    planner = mb.warmed_planner(problems[0])
     rows = run(planner, problems, budgets, args.seeds)
     names = ", ".join(args.names)
     meta = run_meta(

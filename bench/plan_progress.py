@@ -175,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = plan_keywords(args.options)
     problems = [p for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
-    planner = mb.make_planner(
-        fine=True, timeout=mb.BUDGET_S, buckets=mb.BUCKETS, start_collision="escape"
-    )
-    mb.warm(planner, problems[0], 64, False)
+    planner = mb.warmed_planner(problems[0])
     rows = []
     for problem in problems:
         rows.append(plan_one(planner, problem, options))
