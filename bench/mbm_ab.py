@@ -40,15 +40,12 @@ def run(planner: mb.Planner, problems: list, variants: list[dict]) -> list[list]
     """Per variant, per problem: its ProblemResult. Every plan timed back to back, the
     variants of a problem in :func:`common.interleaved` order; the paths checked after the
     last plan (a plan that follows the check runs slower here: bench/plan_after_idle.py)."""
-    base = dict(planner.plan_options)
     planned: list[list] = [[] for _ in variants]
     for k, (_, problem) in enumerate(problems):
         for i in interleaved(len(variants), k):
-            planner.plan_options = {**base, **variants[i]}
-            planned[i].append(mb.plan_problem(planner, problem))
+            planned[i].append(mb.plan_problem(planner, problem, **variants[i]))
         times = " ".join(f"{p[-1].seconds * 1e3:6.0f}" for p in planned)
         print(f"{problem.name:22s} {times}", flush=True)
-    planner.plan_options = base
     labels = [label for label, _ in problems]
     return [
         [mb.check_problem(planner, p, label) for p, label in zip(variant, labels)]

@@ -252,10 +252,16 @@ class Planned:
 
 
 def plan_problem(
-    planner: Planner, problem: mp.Problem, *, num_steps: int = 64, drop_stand: bool = False
+    planner: Planner,
+    problem: mp.Problem,
+    *,
+    num_steps: int = 64,
+    drop_stand: bool = False,
+    **options,
 ) -> Planned:
     """Plans one problem, timed with ``time.perf_counter`` around ``plan`` (a planner
-    exception is kept as the failure's message)."""
+    exception is kept as the failure's message). ``options``: more ``plan`` keywords, over
+    ``planner.plan_options`` (e.g. ``progress``)."""
     from pyroki_ros import objectives as O
     from pyroki_ros.planning.budget import compile_seconds
 
@@ -271,7 +277,7 @@ def plan_problem(
             world=world,
             num_steps=num_steps,
             active_joints=planner.arm,
-            **planner.plan_options,
+            **{**planner.plan_options, **options},
         )
     except Exception as error:  # noqa: BLE001 (a crash fails this problem, not the run)
         seconds = time.perf_counter() - t0

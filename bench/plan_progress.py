@@ -21,16 +21,13 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from common import REPO, loadavg, measured_lines, plan_keywords, run_meta, write_report
 
 import mbm_benchmark as mb
-import mbm_check as mc
 import mbm_problems as mp
-import numpy as np
 
 # pipeline.plan's progress line: "start path 2/8 (global step): ok (4 iterations, 0.034 s)".
 LINE = re.compile(
@@ -65,29 +62,17 @@ def attempts(lines: list[str]) -> list[dict]:
 
 
 def plan_one(planner: mb.Planner, problem: mp.Problem, options: dict) -> dict:
-    """One plan with its progress lines: a row for the report."""
-    from pyroki_ros import objectives as O
-
+    """One plan (bench/mbm_benchmark.py's ``plan_problem``) with its progress lines: a row
+    for the report; a plan that raised is a failure with its error as a note."""
     lines: list[str] = []
-    start = mb.start_configuration(planner, problem)
-    world = mb.to_world(problem)
-    goal = [O.pose(mc.GOAL_LINK, np.asarray(problem.goal_pose))]
-    t0 = time.perf_counter()  # the plan alone, as bench/mbm_benchmark.py times it
-    plan = planner.optimizer.plan(
-        start,
-        goal,
-        world=world,
-        num_steps=64,
-        active_joints=planner.arm,
-        progress=lines.append,
-        **{**planner.plan_options, **options},
-    )
+    planned = mb.plan_problem(planner, problem, progress=lines.append, **options)
+    notes = [line for line in lines if not line.startswith("start path ")]
     return {
         "problem": problem.name,
-        "success": bool(plan.success),
-        "seconds": time.perf_counter() - t0,
+        "success": planned.plan is not None and bool(planned.plan.success),
+        "seconds": planned.seconds,
         "attempts": attempts(lines),
-        "notes": [line for line in lines if not line.startswith("start path ")],
+        "notes": notes + ([planned.error] if planned.error else []),
     }
 
 
@@ -115,14 +100,14 @@ def summary(rows: list[dict], cap: int) -> list[str]:
             return "none"
         return f"median {statistics.median(values):g}, max {max(values):g} ({len(values)} plans)"
 
-    planned, blocked = sum(r["success"] for r in rows), global_first
+    planned = sum(r["success"] for r in rows)
     follow = [a["iterations"] for a in after]
     over = sorted(i for i in ok if i > cap)
     tried = [a["iterations"] for a in failed]
     spent = [round(a["seconds"], 3) for a in failed]
     return [
         f"- Plans: {len(rows)}, planner success {planned}; the global step's path went "
-        + f"first in {blocked} (a mostly blocked straight line).",
+        + f"first in {global_first} (a mostly blocked straight line).",
         f"- First straight start path that planned: iterations {spread(ok)}; more than "
         + f"FIRST_PATH_ITERATIONS ({cap}): {len(over)} ({over}).",
         f"- First straight start path that did not plan: iterations {spread(tried)}, "
