@@ -31,6 +31,7 @@ Usage: ``.venv/bin/python bench/rrt_reach.py [--problems FILE] [--names NAME ...
 from __future__ import annotations
 
 import argparse
+import inspect
 import itertools
 import json
 import sys
@@ -129,6 +130,11 @@ def reach(
     }
 
 
+def _key(r: dict) -> tuple:
+    """The rule a row ran under: model, margin, local, balance, options."""
+    return r["model"], r["margin"], r["local"], r["balance"], r["options"]
+
+
 def summary(rows: list[dict]) -> list[str]:
     """One line per (model, margin, local, balance, options): runs that found a path, their
     seconds, and the seconds of all runs (a failure counts its whole run)."""
@@ -140,11 +146,8 @@ def summary(rows: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
-    def key(r: dict) -> tuple:
-        return r["model"], r["margin"], r["local"], r["balance"], r["options"]
-
-    for model, margin, local, balance, options in dict.fromkeys(map(key, rows)):
-        group = [r for r in rows if key(r) == (model, margin, local, balance, options)]
+    for model, margin, local, balance, options in dict.fromkeys(map(_key, rows)):
+        group = [r for r in rows if _key(r) == (model, margin, local, balance, options)]
         found = [r for r in group if r["found"]]
         times = [r["seconds"] for r in found]  # none found: nan
         total = sum(r["seconds"] for r in group)
@@ -155,6 +158,28 @@ def summary(rows: list[dict]) -> list[str]:
             f"{pct(times, 50):.2f} / {pct(times, 90):.2f} / {pct(times, 100):.2f} | "
             f"{total:.2f} | {1e3 * total / max(rounds, 1):.1f} | "
             f"{int(np.median([r['nodes'] for r in group]))} |"
+        )
+    return out
+
+
+def families(rows: list[dict]) -> list[str]:
+    """Seconds of all runs per problem family (columns) and rule (rows, as in the summary)."""
+    totals: dict[tuple, float] = {}
+    for r in rows:
+        cell = (_key(r), r["problem"].split("/")[0])
+        totals[cell] = totals.get(cell, 0.0) + r["seconds"]
+    names = list(dict.fromkeys(family for _, family in totals))
+    out = [
+        "Seconds of all runs per family:",
+        "",
+        "| model | margin | local | balance | options | " + " | ".join(names) + " |",
+        "|---|---|---|---|---|" + "---|" * len(names),
+    ]
+    for key in dict.fromkeys(k for k, _ in totals):
+        model, margin, local, balance, options = key
+        cells = " | ".join(f"{totals[key, n]:.2f}" for n in names)
+        out.append(
+            f"| {model} | {1e3 * margin:.1f} mm | {local:g} | {balance:g} | `{options}` | {cells} |"
         )
     return out
 
@@ -174,6 +199,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         ),
         "",
         *summary(rows),
+        "",
+        *families(rows),
         "",
         (
             "| problem | model | margin | local | balance | options | seed | ends | found | "
@@ -228,7 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     locals_ = [float(v) for v in args.local.split(",")]
     balances = [float(v) for v in args.balance.split(",")]
     options = [json.loads(v) for v in args.options]
-    unknown = {k for o in options for k in o} - {"step", "batch", "connect", "resolution"}
+    # rrt_connect's tuning keywords, less those this script sets itself
+    tunable = set(inspect.signature(rrt.rrt_connect).parameters) - {
+        "checker", "start", "goals", "lower", "upper", "active", "rng", "budget", "local",
+        "balance",
+    }  # fmt: skip
+    unknown = {k for o in options for k in o} - tunable
     if unknown:
         parser.error(f"--options: unknown rrt_connect keywords {sorted(unknown)}")
     problems = {p.name: p for _, p in mb.select([REPO / args.problems], None, None, False)}
