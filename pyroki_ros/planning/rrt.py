@@ -45,9 +45,10 @@ CHUNK = CHUNKS[-1]  # the largest call
 RESOLUTION = 0.05  # rad, largest joint step between two checked points of an edge
 # A round's work. RRT-Connect to each problem of the MotionBenchMaker tuning set, 3 seeds,
 # 2 s (bench/rrt_reach.py --options, docs/benchmarks/rrt_constants_tuning.md): all runs
-# together 11.3 s with these; step 0.5 or 16 connections 10.8 and 10.7 s (faster in cages,
-# slower under tables), step 1.5, batch 16 or 64 12.4-12.8 s, 4 connections 14.5 s and one
-# miss. Within 5 % of the best tried: kept.
+# together 11.1 s with these; step 0.5 10.5 s, 16 connections 10.6, batch 16 or 64 11.2,
+# step 1.5 12.8, 4 connections 14.0 and one miss. Step 0.5, batch 64 and 16 connections
+# gain in cages (4.5-4.8 s against 5.4) and lose or tie elsewhere (step 0.5 under tables:
+# 2.0 s against 1.7). The defaults are within 5 % of the best tried: kept.
 STEP = 1.0  # rad, Euclidean (active joints) length of one tree extension
 BATCH = 32  # samples drawn (tree extensions) per round
 CONNECT = 8  # new nodes per round that try to connect to the other tree
