@@ -85,7 +85,7 @@ SAMPLING_BUDGET = 1.5
 # the iterations it would spend are the global step's time. MotionBenchMaker plans, tuning
 # set, uncut (bench/plan_progress.py, docs/benchmarks/plan_progress_uncut_tuning.md): the 49
 # straight paths that planned took a median of 6 iterations, 3 more than 30 (31, 38, 53);
-# 5 of the 11 that failed ran past 30 (up to 60, 0.32 s) before the global step's path
+# 5 of the 11 that failed ran past 30 (up to 60, 0.30 s) before the global step's path
 # planned in 1-8. Interleaved A/B over all 215 problems: p95 610 -> 472 ms, the tuning
 # set's 577 -> 382 ms, the evaluation set's 502 -> 534 ms (docs/benchmarks/mbm_first_path_ab.md).
 FIRST_PATH_ITERATIONS = 30
