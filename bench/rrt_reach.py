@@ -255,11 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     locals_ = [float(v) for v in args.local.split(",")]
     balances = [float(v) for v in args.balance.split(",")]
     options = [json.loads(v) for v in args.options]
-    # rrt_connect's tuning keywords, less those this script sets itself
-    tunable = set(inspect.signature(rrt.rrt_connect).parameters) - {
-        "checker", "start", "goals", "lower", "upper", "active", "rng", "budget", "local",
-        "balance",
-    }  # fmt: skip
+    # rrt_connect's keyword-only settings, less those this script has options of its own for
+    parameters = inspect.signature(rrt.rrt_connect).parameters.values()
+    keywords = {p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    tunable = keywords - {"budget", "local", "balance"}
     unknown = {k for o in options for k in o} - tunable
     if unknown:
         parser.error(f"--options: unknown rrt_connect keywords {sorted(unknown)}")
