@@ -25,6 +25,7 @@ from pyroki_ros.collision import (
     collision_distances,
     min_distance,
     nearest_obstacle_t,
+    obstacle_clearance_t,
     self_distances,
     sphere_centers,
     world_distances,
@@ -179,6 +180,27 @@ def test_nearest_obstacle_and_its_gradient_match_reference_float64():
     assert smooth.sum() > 40
     np.testing.assert_allclose(grad[smooth], fd[smooth], atol=1e-5)
     assert np.all(np.asarray(d)[0] - d_ref > -1e-12)
+
+
+def test_obstacle_clearance_is_the_reference_minimum_over_checked_obstacles():
+    """The check's distance alone (no nearest obstacle carried): per point the smallest
+    reference distance over the obstacles its mask checks, FAR where it checks none; the
+    padded world's dummies change nothing."""
+    rng = np.random.default_rng(5)
+    points = rng.uniform(-0.5, 0.5, size=(60, 3))
+    obstacles = _random_obstacles(rng, points)
+    d_ref = ref.world_distances(points, np.zeros(len(points)), obstacles)  # (60, N)
+    checked = rng.random(d_ref.shape) < 0.5
+    checked[0] = False  # a point that may touch everything
+    expected = np.where(checked, d_ref, np.inf).min(axis=1)
+    expected[0] = FAR
+    with jax.enable_x64(True):
+        world = World.create(**obstacles, dtype=jnp.float64)
+        clearance = jax.jit(obstacle_clearance_t)
+        d = np.asarray(clearance(tuple(points.T), world, jnp.asarray(checked)))
+        padded = np.asarray(clearance(tuple(points.T), world.padded((0, 4, 8))))
+    np.testing.assert_allclose(d, expected, atol=1e-12)
+    np.testing.assert_allclose(padded, d_ref.min(axis=1), atol=1e-12)
 
 
 def test_float32_batched_jit_matches_reference():

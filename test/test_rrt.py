@@ -440,3 +440,90 @@ def test_a_goal_tree_stuck_deep_in_a_shelf_grows_out_of_it():
         np.testing.assert_allclose(balanced.path[[0, -1]], [start, goal[0]], atol=1e-12)
     with pytest.raises(ValueError, match="balance"):
         search(0, 0.5)
+
+
+def test_retreats_from_the_goal_pose_start_the_goal_tree():
+    """bookshelf_thin/7 of the second MotionBenchMaker set again: the goal tree starts with
+    straight retreats of the hand from its goal pose (rrt.approaches). Each retreat point is
+    checked independently: reference FK puts the hand at the goal pose moved along one axis
+    of the goal frame by its step (1 mm / 1 deg); it stays within APPROACH_DEVIATION of its
+    goal; every edge of the chain from the goal is clear of the shelf by the reference sphere
+    distances at 0.01 rad. The way out of the bin (the hand's -z) is among them, and with
+    the retreats the search needs fewer rounds over three seeds than without; the path still
+    ends at the goal configuration. No pose objective: no retreats."""
+    from pathlib import Path
+
+    import jaxlie
+    import mbm_benchmark as mb
+    import mbm_problems as mp
+
+    from pyroki_ros import objectives as O
+
+    (problem,) = [
+        p
+        for p in mp.load_problems(Path(mb.mc.DATA) / "generated_seed2.yaml")
+        if p.name == "bookshelf_thin/7"
+    ]
+    planner = mb.make_planner(fine=True, buckets=mb.BUCKETS)
+    optimizer = planner.optimizer
+    active = np.isin(optimizer.robot.joint_names, planner.arm)
+    start = mb.start_configuration(planner, problem)
+    goal = mb.configurations(planner, problem.goal_ik[:1])
+    world = mb.to_world(problem)
+    boxes = [c for c in problem.cuboids if c.name != mp.STAND.name]  # the base stands on it
+    obstacles = {
+        "box_poses": [c.pose for c in boxes],
+        "box_half_extents": [np.asarray(c.dims) / 2 for c in boxes],
+        "cylinder_poses": [c.pose for c in problem.cylinders],
+        "cylinder_radii": [c.radius for c in problem.cylinders],
+        "cylinder_half_heights": [c.height / 2 for c in problem.cylinders],
+    }
+
+    def checker() -> rrt.Checker:
+        made = rrt.Checker(optimizer, world, col.DEFAULT_CONTACTS, active, 1e-3)
+        ends = np.concatenate([start[None], goal])
+        made.relax_near(ends, made.clearance(ends) - 1e-4)  # as rrt.global_path does
+        return made
+
+    target = np.asarray(problem.goal_pose, np.float64)
+    chains = rrt.approaches(optimizer, checker(), (O.pose("panda_hand", target),), goal, active)
+    assert chains
+    goal_pose = jaxlie.SE3(target).as_matrix()
+    model = check.SphereModel(optimizer.spheres)
+    directions = set()
+    for g, chain in chains:
+        assert g == 0
+        assert np.abs(chain - goal[0]).max() <= rrt.APPROACH_DEVIATION + 1e-9
+        moved = []
+        for q, step in zip(chain, rrt.APPROACH_STEPS):
+            pose = check.link_pose(q, "panda_hand")
+            offset = goal_pose[:3, :3].T @ (pose[:3, 3] - goal_pose[:3, 3])  # in the goal frame
+            axis = np.argmax(np.abs(offset))
+            expected = np.zeros(3)
+            expected[axis] = math.copysign(step, offset[axis])
+            assert np.linalg.norm(offset - expected) < 1e-3
+            turn = pose[:3, :3].T @ goal_pose[:3, :3]
+            assert math.acos(np.clip((np.trace(turn) - 1) / 2, -1, 1)) < math.radians(1.0)
+            moved.append((axis, expected[axis] > 0))
+        assert len(set(moved)) == 1  # one axis, one way
+        directions.add(moved[0])
+        assert _edges_clear(model, np.concatenate([goal, chain]), obstacles) > 0
+    assert (2, False) in directions  # out of the bin: the hand's -z
+
+    limits = optimizer.robot.limits
+
+    def search(seed: int, approach) -> rrt.RRTResult:
+        rng = np.random.default_rng(seed)
+        return rrt.rrt_connect(checker(), start, goal, limits.lower, limits.upper, active, rng,
+                               budget=1e3, max_rounds=600, approach=approach)  # fmt: skip
+
+    with_retreats = [search(seed, chains) for seed in range(3)]
+    without = [search(seed, ()) for seed in range(3)]
+    for found in with_retreats:
+        assert found.success, found.reason
+        np.testing.assert_allclose(found.path[[0, -1]], [start, goal[0]], atol=1e-12)
+    assert sum(f.rounds for f in with_retreats) < sum(
+        f.rounds if f.success else 600 for f in without
+    )
+    position = O.position("panda_hand", target[4:])
+    assert rrt.approaches(optimizer, checker(), (position,), goal, active) == []

@@ -11,7 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from pyroki_ros.collision.boxes import HULL_COLUMNS, box_frames_t, nearest_box_obstacle_t
-from pyroki_ros.collision.distance import nearest_obstacle_t, safe_norm3, unit3
+from pyroki_ros.collision.distance import (
+    nearest_obstacle_t,
+    obstacle_clearance_t,
+    safe_norm3,
+    unit3,
+)
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
@@ -180,8 +185,11 @@ class CollisionTerms:
             inf = jnp.full(centers[0].shape, jnp.inf, centers[0].dtype)
             return inf, tuple(jnp.zeros_like(c) for c in centers)
         d, grad = nearest_obstacle_t(centers, world, checked[:, None, :])
-        radii = self.spheres.radii if self._world is None else self.spheres.radii[self._world]
-        return d - radii[:, None], grad
+        return d - self._world_radii()[:, None], grad
+
+    def _world_radii(self) -> np.ndarray:
+        """(W,) radii of the spheres checked against obstacles (:meth:`world_part`)."""
+        return self.spheres.radii if self._world is None else self.spheres.radii[self._world]
 
     def nearest_pairs_t(self, centers, checked: jax.Array):
         """Per self-collision group (:func:`self_pair_groups`) its nearest checked sphere
@@ -235,7 +243,11 @@ class CollisionTerms:
         centers = self.centers_t(frames)
         all_checked = world_checked
         world_centers, world_checked = self.world_part(centers, world_checked)
-        world_d = self.nearest_obstacle_t(world_centers, world, world_checked)[0]
+        if world.n_obstacles:  # distances alone: no nearest obstacle to carry
+            world_d = obstacle_clearance_t(world_centers, world, world_checked[:, None, :])
+            world_d = world_d - self._world_radii()[:, None]
+        else:
+            world_d = jnp.full(world_centers[0].shape, jnp.inf, world_centers[0].dtype)
         if self._box_links.size and world.n_obstacles:
             box_d = self.nearest_box_t(frames, world, all_checked)[0]
             world_d = jnp.concatenate([world_d, box_d], 0)

@@ -275,6 +275,7 @@ def plan(
             seeded, _ = rrt.global_path(
                 planner, start, known, active, t_count, world=world, contacts=contacts,
                 margin=float(margin.min()) / 4, seed=seed, budget=sampling,
+                goal=goal_objectives,
             )  # fmt: skip
             global_step = False  # once per plan
             starts[-1] = starts[-1] if seeded is None else seeded

@@ -27,9 +27,11 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+import jaxlie
 import numpy as np
 
 from pyroki_ros import collision as col
+from pyroki_ros import objectives as obj
 from pyroki_ros.planning.budget import CompileFreeClock
 
 if TYPE_CHECKING:
@@ -80,6 +82,19 @@ LOCAL_SIGMA = 0.5
 # uniform) on bookshelf_thin/7 alone, 12 seeds, 1.5 s: 3 with samples near its nodes only
 # found it most often (12 of 12; a probe in the 2026-12-06 notes on issue 16).
 BALANCE = 3.0
+
+# The goal tree also starts with short straight retreats of the goal link from its pose (along
+# each axis of the goal frame, both ways; each a chain of IK solutions near the goal
+# configuration, kept while every edge is valid): a goal deep in a shelf bin is reached
+# through a slot its tree rarely finds by sampling, and the retreat out of the slot is the
+# way in. RRT-Connect on bookshelf_thin/7 of the second MotionBenchMaker set, 4 seeds, 3 s:
+# found in 1.7-2.3 s without, 1.0-1.3 s with (the -z retreat, 7.5 cm, valid for both goals);
+# cage/8: 0.03-0.12 s without, 0.04-0.06 with (a probe, 2026-12-06 notes on issue 16).
+APPROACH_STEPS = (0.025, 0.05, 0.075, 0.1)  # m, the retreat's points along one axis
+# Goals given retreats: 6 axes x 4 points x 5 goals = 120 IK rows, the goal search's
+# batch bucket (one program).
+APPROACH_GOALS = 5
+APPROACH_DEVIATION = 0.5  # rad, largest joint change from the goal (keeps its IK branch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +265,70 @@ def _goal_rows(goals, n: int) -> np.ndarray:
     return goals.copy()
 
 
+def approaches(
+    planner: TrajectoryOptimizer,
+    checker: Checker,
+    objectives: tuple[obj.Objective, ...],
+    goals: np.ndarray,
+    active: np.ndarray,
+) -> list[tuple[int, np.ndarray]]:
+    """Straight retreats from the goal pose of the first ``pose`` objective of
+    ``objectives`` (its link moved by :data:`APPROACH_STEPS` along each axis of the goal
+    frame, both ways), for the first :data:`APPROACH_GOALS` of ``goals`` (G, n).
+
+    Each retreat point is an IK solution of all ``objectives`` with the pose moved, seeded
+    with its goal configuration and within :data:`APPROACH_DEVIATION` of it; a retreat is
+    kept up to its first point that the IK missed or whose edge from the point before it
+    (the goal first) is not valid by ``checker``.
+
+    Returns:
+        (goal index, chain (k, n)) for each retreat of at least one point, the chain's
+        points in order away from the goal; none without a pose objective (a batched or
+        relative one does not count).
+    """
+    index = next(
+        (i for i, o in enumerate(objectives)
+         if o.kind == "pose" and o.reference is None and o.batch_shape == ()),
+        None,
+    )  # fmt: skip
+    goals = _goal_rows(goals, len(active))[:APPROACH_GOALS]
+    if index is None or len(goals) == 0:
+        return []
+    pose = objectives[index]
+    axes = np.concatenate([np.eye(3), -np.eye(3)])  # (6, 3) in the goal frame
+    offsets = (axes[:, None, :] * np.asarray(APPROACH_STEPS)[None, :, None]).reshape(-1, 3)
+    per_goal = len(offsets)
+    targets = jaxlie.SE3(np.asarray(pose.target)) @ jaxlie.SE3.from_translation(offsets)
+    moved = obj.pose(
+        pose.link,
+        np.tile(np.asarray(targets.wxyz_xyz), (len(goals), 1)),
+        position_weight=float(pose.weights[0]),
+        orientation_weight=float(pose.weights[1]),
+    )
+    names = tuple(np.asarray(planner.robot.joint_names)[active])
+    seeds = np.repeat(goals, per_goal, axis=0)
+    ik = planner.ik.solve(
+        (*objectives[:index], moved, *objectives[index + 1 :]),
+        seed=seeds,
+        active_joints=names,
+        max_deviation=APPROACH_DEVIATION,
+    )
+    steps = len(APPROACH_STEPS)
+    q = np.asarray(ik.q, np.float64).reshape(len(goals), len(axes), steps, -1)
+    chains = np.concatenate([np.repeat(goals[:, None, None], len(axes), 1), q], axis=2)
+    fraction, _ = checker.edges(
+        chains[:, :, :-1].reshape(-1, q.shape[-1]), chains[:, :, 1:].reshape(-1, q.shape[-1])
+    )
+    good = (fraction >= 1) & np.asarray(ik.success, bool).reshape(-1)
+    kept = np.cumprod(good.reshape(len(goals), len(axes), steps), axis=2).sum(axis=2)
+    return [
+        (g, q[g, a, : kept[g, a]])
+        for g in range(len(goals))
+        for a in range(len(axes))
+        if kept[g, a]
+    ]
+
+
 def rrt_connect(
     checker: Checker,
     start: np.ndarray,
@@ -267,6 +346,7 @@ def rrt_connect(
     resolution: float = RESOLUTION,
     local: float = LOCAL,
     balance: float = BALANCE,
+    approach: list[tuple[int, np.ndarray]] = (),
 ) -> RRTResult:
     """Batched RRT-Connect from ``start`` (n,) to any of ``goals`` (G, n).
 
@@ -289,6 +369,8 @@ def rrt_connect(
         local: share of each round's samples drawn near the growing tree (:data:`LOCAL`).
         balance: a tree with fewer than 1/balance of the other's nodes grows every round,
             all its samples near its own nodes (:data:`BALANCE`; inf: strict alternation).
+        approach: (goal index, chain (k, n)) pairs (:func:`approaches`): the goal tree's
+            first branches, each chain's points in order from its goal (every edge valid).
     """
     if not 0.0 <= local <= 1.0:
         raise ValueError(f"local is a share of the samples, in [0, 1]; got {local}")
@@ -324,6 +406,10 @@ def rrt_connect(
         return result(np.stack([start, goals[g]]), "", g)
 
     trees = [_Tree(start[None]), _Tree(goals[usable])]
+    for g, chain in approach:
+        parent = np.flatnonzero(usable == g)[:1]  # its goal's node, none if not usable
+        for q in np.asarray(chain, np.float64)[: len(parent) * len(chain)]:
+            parent = trees[1].add(q[None], parent)
     lo = np.where(np.isfinite(lower), lower, -math.pi)[active]
     hi = np.where(np.isfinite(upper), upper, math.pi)[active]
     rounds = 0
@@ -462,12 +548,15 @@ def global_path(
     margin: float,
     budget: float,
     seed: int = 0,
+    goal: tuple[obj.Objective, ...] = (),
 ) -> tuple[np.ndarray | None, RRTResult]:
     """An initial path (T, n) for :meth:`TrajectoryOptimizer.optimize` from RRT-Connect
     (start to any of ``goals``), shortcut and resampled to ``t_count`` knots, or None.
 
     ``goals`` (k, n): for a pose goal, the plan's goal configurations
-    (:func:`pyroki_ros.planning.goals.search`); none (k = 0): None and that reason.
+    (:func:`pyroki_ros.planning.goals.search`); none (k = 0): None and that reason. With
+    a pose among the ``goal`` objectives, the goal tree starts with retreats from it
+    (:func:`approaches`, their time counted in ``budget``).
 
     Valid: clearance >= ``margin`` (plan() passes a quarter of its margin: the optimiser pushes
     the path out to the whole margin), less near a start or goal that sits closer or
@@ -492,6 +581,8 @@ def global_path(
     # this sphere model): the path may come as close near its ends; the optimiser then moves
     # the goal knot out.
     checker.relax_near(ends, checker.clearance(ends) - 1e-4)
+    clock = CompileFreeClock()
+    approach = approaches(planner, checker, goal, goals, active) if goal else []
     found = rrt_connect(
         checker,
         start,
@@ -500,7 +591,8 @@ def global_path(
         planner.robot.limits.upper,
         active,
         rng,
-        budget=budget,
+        budget=budget - clock.elapsed(),
+        approach=approach,
     )
     if found.path is None:
         return None, found
