@@ -16,7 +16,11 @@ move; the others keep the start's value.
 Configurations are checked in batches by compiled programs of a few fixed batch sizes
 (:data:`CHUNKS`, so only a new obstacle bucket compiles again): an edge is sampled at a fixed
 joint-space resolution (largest joint step), and every edge of a round (all tree extensions,
-then all connection attempts) is checked in the same calls.
+then all connection attempts) is checked in the same calls. A pose goal's tree starts with
+straight retreats of the goal link from the goal (:func:`approaches`).
+
+About 600 lines: the search, its checker and the path's finishing (shortcut, resampling) are
+one algorithm, and each of its constants sits beside the measurement that chose it.
 """
 
 from __future__ import annotations
@@ -89,7 +93,9 @@ BALANCE = 3.0
 # through a slot its tree rarely finds by sampling, and the retreat out of the slot is the
 # way in. RRT-Connect on bookshelf_thin/7 of the second MotionBenchMaker set, 4 seeds, 3 s:
 # found in 1.7-2.3 s without, 1.0-1.3 s with (the -z retreat, 7.5 cm, valid for both goals);
-# cage/8: 0.03-0.12 s without, 0.04-0.06 with (a probe, 2026-12-06 notes on issue 16).
+# cage/8: 0.03-0.12 s without, 0.04-0.06 with (a probe, 2026-12-06 notes on issue 16). Its
+# plans in 2 s, seeds 0-7, with the distance-only check: 8 of 8, against 3 of 8 before both
+# (docs/benchmarks/plan_thin7_seeds_retreats.md, plan_thin7_seeds_before_retreats.md).
 APPROACH_STEPS = (0.025, 0.05, 0.075, 0.1)  # m, the retreat's points along one axis
 # Goals given retreats: 6 axes x 4 points x 5 goals = 120 IK rows, the goal search's
 # batch bucket (one program).
