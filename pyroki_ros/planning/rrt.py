@@ -101,6 +101,9 @@ APPROACH_STEPS = (0.025, 0.05, 0.075, 0.1)  # m, the retreat's points along one 
 # batch bucket (one program).
 APPROACH_GOALS = 5
 APPROACH_DEVIATION = 0.5  # rad, largest joint change from the goal (keeps its IK branch)
+# LM iterations per retreat point: seeded at its goal, a reachable point converges in a few;
+# without a cap an unreachable one restarts up to the IK's default 1000.
+APPROACH_ITERATIONS = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,6 +321,7 @@ def approaches(
         seed=seeds,
         active_joints=names,
         max_deviation=APPROACH_DEVIATION,
+        max_iterations=APPROACH_ITERATIONS,
     )
     steps = len(APPROACH_STEPS)
     q = np.asarray(ik.q, np.float64).reshape(len(goals), len(axes), steps, -1)
