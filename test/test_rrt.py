@@ -399,14 +399,10 @@ def test_samples_near_the_tree_find_a_passage_along_a_joint_limit(panda):
         search(0, local=1.5)
 
 
-def test_a_goal_tree_stuck_deep_in_a_shelf_grows_out_of_it():
-    """bookshelf_thin/7 of the second MotionBenchMaker set: its own goal configuration sits
-    3 mm from a shelf board with two joints near their limits. With the trees strictly taking
-    turns, the goal tree stayed at 50-120 nodes while the start tree grew thousands, and the
-    search rarely found the way out in a plan's time. A tree under 1/BALANCE of the other's
-    size grows every round from samples near its own nodes: every seed finds the path in
-    fewer rounds than strict alternation needs (73-178 against 232-388 and one not found in
-    600 when calibrated; rounds, not seconds, so the machine's speed does not matter)."""
+@pytest.fixture(scope="module")
+def thin7():
+    """bookshelf_thin/7 of the second MotionBenchMaker set as the benchmark plans it: the
+    problem, its optimiser, active joints (the arm), start and own goal configuration (1, n)."""
     from pathlib import Path
 
     import mbm_benchmark as mb
@@ -422,14 +418,34 @@ def test_a_goal_tree_stuck_deep_in_a_shelf_grows_out_of_it():
     active = np.isin(optimizer.robot.joint_names, planner.arm)
     start = mb.start_configuration(planner, problem)
     goal = mb.configurations(planner, problem.goal_ik[:1])
+    return problem, optimizer, active, start, goal, mb.to_world(problem)
+
+
+def _thin7_checker(thin7) -> rrt.Checker:
+    """The global step's checker for ``thin7`` (margin 1 mm), relaxed near its start and goal
+    as rrt.global_path relaxes it."""
+    _, optimizer, active, start, goal, world = thin7
+    checker = rrt.Checker(optimizer, world, col.DEFAULT_CONTACTS, active, 1e-3)
+    ends = np.concatenate([start[None], goal])
+    checker.relax_near(ends, checker.clearance(ends) - 1e-4)
+    return checker
+
+
+def test_a_goal_tree_stuck_deep_in_a_shelf_grows_out_of_it(thin7):
+    """bookshelf_thin/7 of the second MotionBenchMaker set: its own goal configuration sits
+    3 mm from a shelf board with two joints near their limits. With the trees strictly taking
+    turns, the goal tree stayed at 50-120 nodes while the start tree grew thousands, and the
+    search rarely found the way out in a plan's time. A tree under 1/BALANCE of the other's
+    size grows every round from samples near its own nodes: every seed finds the path in
+    fewer rounds than strict alternation needs (73-178 against 232-388 and one not found in
+    600 when calibrated; rounds, not seconds, so the machine's speed does not matter)."""
+    _, optimizer, active, start, goal, _ = thin7
     limits = optimizer.robot.limits
     rounds = 600
 
     def search(seed: int, balance: float) -> rrt.RRTResult:
-        checker = rrt.Checker(optimizer, mb.to_world(problem), col.DEFAULT_CONTACTS, active, 1e-3)
-        ends = np.concatenate([start[None], goal])
-        checker.relax_near(ends, checker.clearance(ends) - 1e-4)  # as rrt.global_path does
         rng = np.random.default_rng(seed)
+        checker = _thin7_checker(thin7)
         return rrt.rrt_connect(checker, start, goal, limits.lower, limits.upper, active, rng,
                                budget=1e3, max_rounds=rounds, balance=balance)  # fmt: skip
 
@@ -442,7 +458,7 @@ def test_a_goal_tree_stuck_deep_in_a_shelf_grows_out_of_it():
         search(0, 0.5)
 
 
-def test_retreats_from_the_goal_pose_start_the_goal_tree():
+def test_retreats_from_the_goal_pose_start_the_goal_tree(thin7):
     """bookshelf_thin/7 of the second MotionBenchMaker set again: the goal tree starts with
     straight retreats of the hand from its goal pose (rrt.approaches). Each retreat point is
     checked independently: reference FK puts the hand at the goal pose moved along one axis
@@ -451,25 +467,12 @@ def test_retreats_from_the_goal_pose_start_the_goal_tree():
     distances at 0.01 rad. The way out of the bin (the hand's -z) is among them, and with
     the retreats the search needs fewer rounds over three seeds than without; the path still
     ends at the goal configuration. No pose objective: no retreats."""
-    from pathlib import Path
-
     import jaxlie
-    import mbm_benchmark as mb
     import mbm_problems as mp
 
     from pyroki_ros import objectives as O
 
-    (problem,) = [
-        p
-        for p in mp.load_problems(Path(mb.mc.DATA) / "generated_seed2.yaml")
-        if p.name == "bookshelf_thin/7"
-    ]
-    planner = mb.make_planner(fine=True, buckets=mb.BUCKETS)
-    optimizer = planner.optimizer
-    active = np.isin(optimizer.robot.joint_names, planner.arm)
-    start = mb.start_configuration(planner, problem)
-    goal = mb.configurations(planner, problem.goal_ik[:1])
-    world = mb.to_world(problem)
+    problem, optimizer, active, start, goal, _ = thin7
     boxes = [c for c in problem.cuboids if c.name != mp.STAND.name]  # the base stands on it
     obstacles = {
         "box_poses": [c.pose for c in boxes],
@@ -479,14 +482,10 @@ def test_retreats_from_the_goal_pose_start_the_goal_tree():
         "cylinder_half_heights": [c.height / 2 for c in problem.cylinders],
     }
 
-    def checker() -> rrt.Checker:
-        made = rrt.Checker(optimizer, world, col.DEFAULT_CONTACTS, active, 1e-3)
-        ends = np.concatenate([start[None], goal])
-        made.relax_near(ends, made.clearance(ends) - 1e-4)  # as rrt.global_path does
-        return made
-
     target = np.asarray(problem.goal_pose, np.float64)
-    chains = rrt.approaches(optimizer, checker(), (O.pose("panda_hand", target),), goal, active)
+    chains = rrt.approaches(
+        optimizer, _thin7_checker(thin7), (O.pose("panda_hand", target),), goal, active
+    )
     assert chains
     goal_pose = jaxlie.SE3(target).as_matrix()
     model = check.SphereModel(optimizer.spheres)
@@ -514,7 +513,8 @@ def test_retreats_from_the_goal_pose_start_the_goal_tree():
 
     def search(seed: int, approach) -> rrt.RRTResult:
         rng = np.random.default_rng(seed)
-        return rrt.rrt_connect(checker(), start, goal, limits.lower, limits.upper, active, rng,
+        checker = _thin7_checker(thin7)
+        return rrt.rrt_connect(checker, start, goal, limits.lower, limits.upper, active, rng,
                                budget=1e3, max_rounds=600, approach=approach)  # fmt: skip
 
     with_retreats = [search(seed, chains) for seed in range(3)]
@@ -526,4 +526,4 @@ def test_retreats_from_the_goal_pose_start_the_goal_tree():
         f.rounds if f.success else 600 for f in without
     )
     position = O.position("panda_hand", target[4:])
-    assert rrt.approaches(optimizer, checker(), (position,), goal, active) == []
+    assert rrt.approaches(optimizer, _thin7_checker(thin7), (position,), goal, active) == []

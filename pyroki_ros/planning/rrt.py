@@ -91,10 +91,9 @@ BALANCE = 3.0
 # each axis of the goal frame, both ways; each a chain of IK solutions near the goal
 # configuration, kept while every edge is valid): a goal deep in a shelf bin is reached
 # through a slot its tree rarely finds by sampling, and the retreat out of the slot is the
-# way in. RRT-Connect on bookshelf_thin/7 of the second MotionBenchMaker set, 4 seeds, 3 s:
-# found in 1.7-2.3 s without, 1.0-1.3 s with (the -z retreat, 7.5 cm, valid for both goals);
-# cage/8: 0.03-0.12 s without, 0.04-0.06 with (a probe, 2026-12-06 notes on issue 16). Its
-# plans in 2 s, seeds 0-7, with the distance-only check: 8 of 8, against 3 of 8 before both
+# way in. On bookshelf_thin/7 of the second MotionBenchMaker set the hand's -z retreat
+# stays valid for 7.5 cm, and RRT-Connect needs fewer rounds with it (test_rrt.py); its plans
+# in 2 s, seeds 0-7, with the distance-only check too: 8 of 8, against 3 of 8 before both
 # (docs/benchmarks/plan_thin7_seeds_retreats.md, plan_thin7_seeds_before_retreats.md).
 APPROACH_STEPS = (0.025, 0.05, 0.075, 0.1)  # m, the retreat's points along one axis
 # Goals given retreats: 6 axes x 4 points x 5 goals = 120 IK rows, the goal search's
@@ -416,9 +415,9 @@ def rrt_connect(
         return result(np.stack([start, goals[g]]), "", g)
 
     trees = [_Tree(start[None]), _Tree(goals[usable])]
-    for g, chain in approach:
-        parent = np.flatnonzero(usable == g)[:1]  # its goal's node, none if not usable
-        for q in np.asarray(chain, np.float64)[: len(parent) * len(chain)]:
+    for g, chain in approach:  # each chain hangs from its goal's node, if that is usable
+        parent = np.flatnonzero(usable == g)
+        for q in np.asarray(chain, np.float64) if len(parent) else ():
             parent = trees[1].add(q[None], parent)
     lo = np.where(np.isfinite(lower), lower, -math.pi)[active]
     hi = np.where(np.isfinite(upper), upper, math.pi)[active]
