@@ -527,3 +527,51 @@ def test_retreats_from_the_goal_pose_start_the_goal_tree(thin7):
     )
     position = O.position("panda_hand", target[4:])
     assert rrt.approaches(optimizer, _thin7_checker(thin7), (position,), goal, active) == []
+
+
+def test_after_warm_up_a_plan_through_the_global_step_compiles_nothing():
+    """``warm_up`` compiles what the global step needs, its retreats from the goal pose
+    included (their IK settings, and the eager pose maths JAX compiles on a first call),
+    also when its own plan does not go there: warmed up with a box out of the way (its plan
+    takes the straight line), a pose-goal plan behind the wall (one box too: the same
+    obstacle bucket), which
+    goes to the global step first, spends no time compiling by JAX's own compile events (a
+    fresh planner, so no other test warmed it)."""
+    import jax
+    from ik_reference import pose7
+
+    from pyroki_ros import objectives as O
+
+    robot = Robot.from_urdf(urdf_path("panda"))
+    planner = TrajectoryOptimizer(robot, RobotSpheres.embedded("panda", robot))
+    arm = robot.joint_names[:7]
+
+    def hand_goal(q: np.ndarray) -> list:
+        return [O.pose("panda_hand", pose7(check.link_pose(q, "panda_hand")))]
+
+    lines: list[str] = []
+    start, goal = _ends(0.8)
+    aside = World.create(box_poses=[[1.0, 0, 0, 0, -0.8, 0.0, 0.1]], box_half_extents=[[0.05] * 3])
+    planner.warm_up(start, hand_goal(goal), world=aside, num_steps=32, active_joints=arm,
+                    progress=lines.append)  # fmt: skip
+    assert "global step" not in " ".join(lines), lines
+    start, goal = _ends(1.2)
+    world = World.create(**WALL)  # made first: World.create converts on the device
+    compiled: list[float] = []
+
+    def listen(event: str, seconds: float, **_) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(seconds)
+
+    lines = []
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        plan = planner.plan(
+            start, hand_goal(goal), world=world, num_steps=32, active_joints=arm,
+            progress=lines.append, sampling_budget=5.0,
+        )  # fmt: skip
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert plan.success, plan.message
+    assert "(global step)" in lines[0], lines
+    assert not compiled, f"{len(compiled)} programs compiled after warm_up"
