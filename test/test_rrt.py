@@ -534,9 +534,8 @@ def test_after_warm_up_a_plan_through_the_global_step_compiles_nothing():
     included (their IK settings, and the eager pose maths JAX compiles on a first call),
     also when its own plan does not go there: warmed up with a box out of the way (its plan
     takes the straight line), a pose-goal plan behind the wall (one box too: the same
-    obstacle bucket), which
-    goes to the global step first, spends no time compiling by JAX's own compile events (a
-    fresh planner, so no other test warmed it)."""
+    obstacle bucket), which goes to the global step first, spends no time compiling by
+    JAX's own compile events (a fresh planner, so no other test warmed it)."""
     import jax
     from ik_reference import pose7
 

@@ -592,9 +592,8 @@ def warm_up(
     contact of a failure's message, the global step's clearance checks, an escape's (a start
     in collision) and, for a pose goal, the whole goal search and the global step's retreats
     (:func:`rrt.approaches`), which a plan asks for only when its first goal configuration
-    does not do; among obstacles and with ``exact``, the
-    same for the planner's exact model (its fallback; the node warms it apart, between
-    requests: ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is
+    does not do; among obstacles and with ``exact``, the same for the planner's exact model
+    (its fallback; the node warms it apart, between requests: ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is
     not applied: a budget would stop the plan before its later steps (the global step, more
     start paths) compile."""
     options = {**options, "timeout": 0.0}
@@ -613,8 +612,9 @@ def warm_up(
             planner, objectives, q, None, world, contacts, moving,
             np.random.default_rng(0), t_count=int(num_steps),
         )  # fmt: skip
-        # The global step's retreats from the goal pose: their IK settings, and the first
-        # call's eager pose maths (~0.1-0.25 s once per process, else in a plan's time).
+        # The global step's retreats from the goal pose: their IK settings, and the eager
+        # pose maths that JAX compiles on its first call in a process (else inside the
+        # first plan through the global step). The margin changes no program.
         checker = rrt.Checker(planner, world, contacts, moving, 0.0)
         rrt.approaches(planner, checker, objectives, q[None], moving)
     if exact and planner.exact is not None and world is not None and world.n_obstacles > 0:
