@@ -590,11 +590,12 @@ def warm_up(
     before they are asked for: one :func:`plan` (``options`` passed on; its optimisations,
     the pushes and refinements included, share one program: ``plan_rows``), the named
     contact of a failure's message, the global step's clearance checks, an escape's (a start
-    in collision) and, for a pose goal, the whole goal search and the global step's retreats
-    (:func:`rrt.approaches`), which a plan asks for only when its first goal configuration
-    does not do; among obstacles and with ``exact``, the same for the planner's exact model
-    (its fallback; the node warms it apart, between requests: ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is
-    not applied: a budget would stop the plan before its later steps (the global step, more
+    in collision) and, for a pose goal, the whole goal search and the global step's set-up
+    (:func:`rrt.global_path`: the goal's retreats), which a plan asks for only when its first
+    goal configuration does not do; among obstacles and with ``exact``, the same for the
+    planner's exact model (its fallback; the node warms it apart, between requests:
+    ros/planning.py). Returns the plan's result. A ``timeout`` in ``options`` is not
+    applied: a budget would stop the plan before its later steps (the global step, more
     start paths) compile."""
     options = {**options, "timeout": 0.0}
     result = plan(planner, start, goal, world=world, num_steps=num_steps, **options)
@@ -612,11 +613,12 @@ def warm_up(
             planner, objectives, q, None, world, contacts, moving,
             np.random.default_rng(0), t_count=int(num_steps),
         )  # fmt: skip
-        # The global step's retreats from the goal pose: their IK settings, and the eager
-        # pose maths that JAX compiles on its first call in a process (else inside the
-        # first plan through the global step). The margin changes no program.
-        checker = rrt.Checker(planner, world, contacts, moving, 0.0)
-        rrt.approaches(planner, checker, objectives, q[None], moving)
+        # The global step once, to q itself (its answer: the straight line): what it runs
+        # before its search, the goal's retreats with their IK settings and the eager pose
+        # maths that JAX compiles on its first call in a process, else inside the first
+        # plan that reaches it.
+        rrt.global_path(planner, q, q[None], moving, int(num_steps), world=world,
+                        contacts=contacts, margin=0.0, budget=1.0, goal=objectives)  # fmt: skip
     if exact and planner.exact is not None and world is not None and world.n_obstacles > 0:
         warm_up(planner.exact, start, goal, world=world, num_steps=num_steps, **options)
     return result

@@ -177,8 +177,6 @@ class Checker:
         """(B,) smallest checked clearance (m) of configurations q (B, n), in chunks of at
         most CHUNK, each padded (with its first row) to one of CHUNKS: one of their programs."""
         q = np.asarray(q, np.float64)
-        if self.planner.spheres is None or len(q) == 0:
-            return np.full(len(q), np.inf)
         out = np.empty(len(q))
         for at in range(0, len(q), CHUNK):
             part = q[at : at + CHUNK]

@@ -489,6 +489,8 @@ class TrajectoryOptimizer:
             count = len(q)
             if count == 0:  # nothing to check: no program for an empty batch
                 return np.zeros(0, dt)
+            if self.spheres is None:  # no sphere model: nothing can collide
+                return np.full(count, np.inf, dt)
             need = max(count, rows, 1)
             fit = [b for b in CLEARANCE_ROWS if b >= need]
             size = fit[0] if fit else 1 << (need - 1).bit_length()
