@@ -4,19 +4,25 @@
 
 Each argument is a variant: keyword options of ``TrajectoryOptimizer.plan`` as JSON (on top
 of the benchmark's own: fine spheres, ``start_collision='escape'``, the 2 s budget; a
-``weights`` object becomes :class:`~pyroki_ros.planning.problem.Weights`). Every problem is
+``weights`` object becomes :class:`~pyroki_ros.planning.problem.Weights`); a ``damping``
+object is not a plan option: that variant plans with a planner of its own whose LM damping
+schedule is :data:`pyroki_ros.solver.damping.CHAIN` with those fields changed
+(``'{"damping": {"increase": 4.0}}'``), warmed up as the first. Every problem is
 planned once per variant, back to back, the order reversed every other problem, after one
 warm-up: so a drift of this machine's speed (run-to-run medians of bench/mbm_benchmark.py move
 ~10 % here) falls on every variant alike. Paths are checked as bench/mbm_benchmark.py checks
 them (``test/mbm_check.py``), after the last plan (so no plan follows a check). Reported per variant: successes (planner and check), false
 successes, plan time median / p95 / max, its geometric-mean ratio to the first variant over
-the same problems, per-family medians, the median path length, and per problem file
+the same problems, LM iterations in all, per-family medians, the median path length, and
+per problem file
 its successes, median, p95 and max.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,21 +41,51 @@ from common import (
 import mbm_benchmark as mb
 import mbm_problems as mp
 
+# A start path's LM iterations in a plan's progress line ("... (12 iterations, 0.08 s)").
+ITERATIONS = re.compile(r"\((\d+) iterations, ")
 
-def run(planner: mb.Planner, problems: list, variants: list[dict]) -> list[list]:
-    """Per variant, per problem: its ProblemResult. Every plan timed back to back, the
-    variants of a problem in :func:`common.interleaved` order; the paths checked after the
-    last plan (a plan that follows the check runs slower here: bench/plan_after_idle.py)."""
+
+def planners(problems: list, variants: list[dict]) -> list[mb.Planner]:
+    """A warmed planner per variant: one shared by those without ``damping``, one each for
+    those with it (removed from the variant's plan options)."""
+    from pyroki_ros.solver.damping import CHAIN
+
+    shared = None
+    out = []
+    for variant in variants:
+        changes = variant.pop("damping", None)
+        if changes is None:
+            shared = shared or mb.warmed_planner(problems[0][1])
+            out.append(shared)
+        else:
+            schedule = dataclasses.replace(CHAIN, **changes)
+            out.append(mb.warmed_planner(problems[0][1], schedule=schedule))
+    return out
+
+
+def run(planners: list[mb.Planner], problems: list, variants: list[dict]) -> list[list]:
+    """Per variant, per problem: its ProblemResult and LM iterations. Every plan timed back to
+    back, the variants of a problem in :func:`common.interleaved` order; the paths checked
+    after the last plan (a plan that follows the check runs slower here:
+    bench/plan_after_idle.py)."""
     planned: list[list] = [[] for _ in variants]
+    iterations = [0] * len(variants)
     for k, (_, problem) in enumerate(problems):
         for i in interleaved(len(variants), k):
-            planned[i].append(mb.plan_problem(planner, problem, **variants[i]))
+            lines: list[str] = []
+            planned[i].append(
+                mb.plan_problem(planners[i], problem, progress=lines.append, **variants[i])
+            )
+            iterations[i] += sum(int(m) for m in ITERATIONS.findall(" ".join(lines)))
         times = " ".join(f"{p[-1].seconds * 1e3:6.0f}" for p in planned)
         print(f"{problem.name:22s} {times}", flush=True)
     labels = [label for label, _ in problems]
     return [
-        [mb.check_problem(planner, p, label) for p, label in zip(variant, labels)]
-        for variant in planned
+        (
+            [mb.check_problem(planners[i], p, label) for p, label in zip(variant, labels)],
+            iterations[i],
+        )
+        for i, variant in enumerate(planned)
     ]
 
 
@@ -84,13 +120,14 @@ def markdown(texts: list[str], rows: list[dict], meta: dict) -> str:
         "",
         f"Problems: {meta['problems']}.",
         "",
-        "| variant | both | false success | median | p95 | max | ratio | path length |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | both | false success | median | p95 | max | ratio | LM iterations | path length |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for text, s in zip(texts, rows):
         out.append(
             f"| `{text}` | {s['both_ok']}/{s['problems']} | {s['false_success']} | {s['median_ms']:.0f} ms "
-            f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['ratio']:.3f} | {s['path_length']:.2f} |"
+            f"| {s['p95_ms']:.0f} ms | {s['max_ms']:.0f} ms | {s['ratio']:.3f} | {s['iterations']} "
+            f"| {s['path_length']:.2f} |"
         )
     families = list(rows[0]["families"])
     out += ["", "Median plan time per family:", ""]
@@ -128,12 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = [plan_keywords(text) for text in args.variants]
     problems = [(path.stem, p) for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
-    planner = mb.warmed_planner(problems[0][1])
-    results = run(planner, problems, variants)
-    rows = [summary(r, results[0]) for r in results]
+    results = run(planners(problems, variants), problems, variants)
+    rows = [{**summary(r, results[0][0]), "iterations": n} for r, n in results]
     for text, s in zip(args.variants, rows):
         print(f"{text}: both {s['both_ok']}/{s['problems']}, false {s['false_success']}, median "
-              f"{s['median_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms, ratio {s['ratio']:.3f}")  # fmt: skip
+              f"{s['median_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms, ratio {s['ratio']:.3f}, "
+              f"{s['iterations']} LM iterations")  # fmt: skip
     if args.markdown:
         problems_text = ", ".join(f"`{p}`" for p in args.problems)
         meta = run_meta("mbm_ab.py", argv, load_start, problems=problems_text)

@@ -95,6 +95,7 @@ def make_planner(
     start_collision: str = "refuse",
     start_batches: tuple[int, ...] | None = None,
     plan_seed: int | None = None,
+    schedule=None,
 ) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres, embedded_path, exact_hull_links
@@ -110,6 +111,8 @@ def make_planner(
         else (f"the bundled {'fine' if fine else 'default'} model")
     )
     options = {} if buckets is None else {"obstacle_buckets": buckets}
+    if schedule is not None:  # an LM damping schedule other than the default (bench/mbm_ab.py)
+        options["schedule"] = schedule
     if exact_hull_links(path):  # the file's exact model: the plans' fallback
         options["exact"] = RobotSpheres.from_yaml(robot, path, exact=True)
     optimizer = TrajectoryOptimizer(robot, spheres, **options)
@@ -358,10 +361,13 @@ def warm(planner: Planner, problem: mp.Problem, num_steps: int, drop_stand: bool
     return "`warm_up` (its scene, and its boxes alone: the node's warm-up kinds)"
 
 
-def warmed_planner(problem: mp.Problem) -> Planner:
+def warmed_planner(problem: mp.Problem, schedule=None) -> Planner:
     """The planner as ``--fine-spheres --start-collision escape`` plans (the 2 s budget, the
-    default buckets), warmed up on ``problem``: what the other MotionBenchMaker scripts time."""
-    planner = make_planner(fine=True, timeout=BUDGET_S, buckets=BUCKETS, start_collision="escape")
+    default buckets), warmed up on ``problem``: what the other MotionBenchMaker scripts time.
+    ``schedule``: its LM damping schedule (default: the optimiser's)."""
+    planner = make_planner(
+        fine=True, timeout=BUDGET_S, buckets=BUCKETS, start_collision="escape", schedule=schedule
+    )
     warm(planner, problem, 64, False)
     return planner
 

@@ -284,10 +284,10 @@ def _report(robot: Robot, collide: CollisionTerms, p: Problem, x: jax.Array, sam
     return pos, rot, jnp.min(min_world), jnp.min(min_self)
 
 
-def solve_starts(robot, collide, smoothing, bandwidth, samples, p: Problem, starts):
+def solve_starts(robot, collide, smoothing, bandwidth, samples, schedule, p: Problem, starts):
     """Optimises every start path (B, T, n), each with its own bounds and objective values
-    (``p.lower``, ``p.upper`` (B, T, n), objective fields (B, T, ...)); returns per start the
-    path, cost, iterations, errors and clearances."""
+    (``p.lower``, ``p.upper`` (B, T, n), objective fields (B, T, ...)), by LM with the damping
+    ``schedule``; returns per start the path, cost, iterations, errors and clearances."""
 
     def one(x0, lower, upper, objectives):
         q = dataclasses.replace(p, lower=lower, upper=upper, objectives=objectives)
@@ -302,6 +302,7 @@ def solve_starts(robot, collide, smoothing, bandwidth, samples, p: Problem, star
             relative_tolerance=1e-5,
             satisfied_tolerance=q.tolerances[2],
             initial_damping=q.initial_damping,
+            schedule=schedule,
         )
         pos, rot, min_world, min_self = _report(robot, collide, q, result.x, samples)
         return result.x, result.cost, result.iterations, pos, rot, min_world, min_self

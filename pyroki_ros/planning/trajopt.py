@@ -103,6 +103,7 @@ class TrajectoryOptimizer:
         max_programs: int = 32,
         obstacle_buckets: tuple[int, ...] = WORLD_BUCKETS,
         exact: col.RobotSpheres | None = None,
+        schedule: damping.Damping = damping.CHAIN,
     ):
         """``exact``: a closer model of the same robot (a sphere file's exact model,
         :meth:`col.RobotSpheres.from_yaml`: links as their mesh hulls) that a plan falls back
@@ -113,11 +114,13 @@ class TrajectoryOptimizer:
         structures cannot grow the process without bound). ``obstacle_buckets``: the counts
         each obstacle kind is padded up to (:meth:`World.padded`); coarser buckets
         (:data:`COARSE_WORLD_BUCKETS`) compile fewer programs for scenes that vary (a plan's
-        searches stop where the padding starts: :meth:`World.live_counts`)."""
+        searches stop where the padding starts: :meth:`World.live_counts`). ``schedule``: the
+        Levenberg-Marquardt damping schedule of every optimisation (:data:`damping.CHAIN`)."""
         self.robot = robot
         self.spheres = spheres
         self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
         self.dense_samples = dense_samples
+        self.schedule = schedule
         self._collide = CollisionTerms(robot, spheres)
         self.max_programs = max_programs
         self.obstacle_buckets = tuple(int(b) for b in obstacle_buckets)
@@ -154,6 +157,7 @@ class TrajectoryOptimizer:
                 dense_samples=dense_samples,
                 max_programs=max_programs,
                 obstacle_buckets=obstacle_buckets,
+                schedule=schedule,
             )
             self.exact.ik = self.ik
             hulls = exact.box_link_names[exact.n_boxes - exact.n_hulls :]
@@ -190,8 +194,9 @@ class TrajectoryOptimizer:
             bands = lm.smoothing_bands(t_count, (1, 2, 3))[:, : bandwidth + 1]
             smoothing = jnp.asarray(bands, self._dtype)
             fn = functools.partial(
-                solve_starts, self.robot, self._collide, smoothing, bandwidth, self.dense_samples
-            )
+                solve_starts, self.robot, self._collide, smoothing, bandwidth,
+                self.dense_samples, self.schedule,
+            )  # fmt: skip
             program = self._programs[key] = jax.jit(fn)
             self.programs_built += 1
             while len(self._programs) > self.max_programs:
