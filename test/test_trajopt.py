@@ -5,6 +5,7 @@ input."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -19,7 +20,7 @@ from reference_fk import make_transform, pose_errors, quat_wxyz_to_matrix
 
 from pyroki_ros import Robot
 from pyroki_ros import objectives as O
-from pyroki_ros.collision import ContactRules, RobotSpheres, World
+from pyroki_ros.collision import ContactRules, RobotSpheres, World, embedded_path
 from pyroki_ros.planning import timing
 from pyroki_ros.planning.retarget import retarget_start
 from pyroki_ros.planning.trajopt import (
@@ -30,7 +31,7 @@ from pyroki_ros.planning.trajopt import (
     retarget,
 )
 from pyroki_ros.robots import urdf_path
-from pyroki_ros.solver import lm
+from pyroki_ros.solver import damping, lm
 
 STEPS = 64
 
@@ -771,3 +772,36 @@ def test_success_check_samples_a_fast_segment_as_finely_as_the_slow_ones(panda):
     )  # fmt: skip
     assert result.min_distance < 0.0
     assert abs(result.min_distance - reference) < 0.01
+
+
+def test_the_optimiser_runs_the_damping_schedule_it_is_given():
+    """``TrajectoryOptimizer(schedule=)`` reaches the solver: a schedule that gives up at its
+    own first damping stops after the first linearisation (no step: the start path comes
+    back), where the default schedule steps a bent start path towards the smooth one; the
+    exact model's planner gets the same schedule."""
+    robot = Robot.from_urdf(urdf_path("panda"))
+    give_up_at_once = dataclasses.replace(damping.CHAIN, give_up=damping.CHAIN.initial / 2)
+    start = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.7, 0.02])
+    goal = start + np.array([0.3, 0.2, -0.2, 0.3, 0.1, -0.2, 0.2, 0.0])
+    knots = np.linspace(0.0, 1.0, 16)[:, None]
+    bent = start + knots * (goal - start) + 0.3 * np.sin(np.pi * knots)  # (16, n)
+    bent = robot.limits.clip(bent)
+    free = np.ones_like(bent)
+    free[0] = free[-1] = 0.0
+    paths = {}
+    for name, schedule in (("default", damping.CHAIN), ("give up", give_up_at_once)):
+        planner = TrajectoryOptimizer(robot, schedule=schedule)
+        assert planner.schedule == schedule
+        result = planner.optimize(bent[None], free=free, max_iterations=20)
+        paths[name] = (result.iterations, np.asarray(result.path))
+    assert paths["give up"][0] == 0
+    np.testing.assert_allclose(paths["give up"][1], bent, atol=1e-6)
+    assert paths["default"][0] > 0
+    # The smoothness cost pulls the bend out: the default's path is nearer the straight line.
+    straight = start + knots * (goal - start)
+    assert np.abs(paths["default"][1] - straight).max() < 0.5 * np.abs(bent - straight).max()
+    fine = embedded_path("panda", fine=True)
+    spheres = RobotSpheres.from_yaml(robot, fine)
+    exact = RobotSpheres.from_yaml(robot, fine, exact=True)
+    with_exact = TrajectoryOptimizer(robot, spheres, exact=exact, schedule=give_up_at_once)
+    assert with_exact.exact.schedule == give_up_at_once
