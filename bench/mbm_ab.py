@@ -13,9 +13,8 @@ warm-up: so a drift of this machine's speed (run-to-run medians of bench/mbm_ben
 ~10 % here) falls on every variant alike. Paths are checked as bench/mbm_benchmark.py checks
 them (``test/mbm_check.py``), after the last plan (so no plan follows a check). Reported per variant: successes (planner and check), false
 successes, plan time median / p95 / max, its geometric-mean ratio to the first variant over
-the same problems, LM iterations in all, per-family medians, the median path length, and
-per problem file
-its successes, median, p95 and max.
+the same problems, LM iterations in all, per-family medians, the median path length, and per
+problem file its successes, median, p95 and max.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ def planners(problems: list, variants: list[dict]) -> list[mb.Planner]:
     return out
 
 
-def run(planners: list[mb.Planner], problems: list, variants: list[dict]) -> list[list]:
+def run(planners: list[mb.Planner], problems: list, variants: list[dict]) -> list[tuple[list, int]]:
     """Per variant, per problem: its ProblemResult and LM iterations. Every plan timed back to
     back, the variants of a problem in :func:`common.interleaved` order; the paths checked
     after the last plan (a plan that follows the check runs slower here:

@@ -262,7 +262,7 @@ class TrajectoryOptimizer:
         vector_targets: np.ndarray | None = None,
         vector_weights: np.ndarray | None = None,
         manipulability_link: str | None = None,
-        initial_damping: float = damping.CHAIN.initial,
+        initial_damping: float | None = None,
         contacts: col.ContactRules = col.DEFAULT_CONTACTS,
         rows: int = 1,
     ) -> PlanResult | list[PlanResult]:
@@ -283,8 +283,9 @@ class TrajectoryOptimizer:
         cost by less than this fraction (a usable path, not the smoothest one). The best
         start is the successful one of least cost, else the one closest to success.
         ``initial_damping``: the LM's Marquardt damping of its first step (relative to the
-        diagonal). The default is nearly Gauss-Newton, right for start paths already near
-        their targets (plans); a start path far from them needs more (see :func:`retarget`).
+        diagonal). The default, the schedule's (:attr:`schedule`), is nearly Gauss-Newton,
+        right for start paths already near their targets (plans); a start path far from them
+        needs more (see :func:`retarget`).
         ``contacts``: which contacts are not collisions (:func:`col.checked_pairs`; links that
         no free joint moves are not checked against the world by default). ``rows``: the
         batch is padded to at least this many start paths (copies of the last, dropped), for
@@ -322,6 +323,8 @@ class TrajectoryOptimizer:
                 f"margin must be finite and >= 0, one value or one per knot ({t_count},), "
                 f"got {margin if margin.size < 8 else margin.shape}"
             )
+        if initial_damping is None:
+            initial_damping = self.schedule.initial
         if not (np.isfinite(initial_damping) and initial_damping > 0):
             raise ValueError(f"initial_damping must be finite and > 0, got {initial_damping}")
         limits = robot.limits
