@@ -44,15 +44,14 @@ import mbm_problems as mp
 ITERATIONS = re.compile(r"\((\d+) iterations, ")
 
 
-def planners(problems: list, variants: list[dict]) -> list[mb.Planner]:
-    """A warmed planner per variant: one shared by those without ``damping``, one each for
-    those with it (removed from the variant's plan options)."""
+def planners(problems: list, schedules: list[dict | None]) -> list[mb.Planner]:
+    """A warmed planner per variant: one shared by those without a schedule change (None),
+    one each for those with one (fields of ``CHAIN`` changed)."""
     from pyroki_ros.solver.damping import CHAIN
 
     shared = None
     out = []
-    for variant in variants:
-        changes = variant.pop("damping", None)
+    for changes in schedules:
         if changes is None:
             shared = shared or mb.warmed_planner(problems[0][1])
             out.append(shared)
@@ -164,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = [plan_keywords(text) for text in args.variants]
     problems = [(path.stem, p) for path in args.problems for p in mp.load_problems(REPO / path)]
     load_start = loadavg()
-    results = run(planners(problems, variants), problems, variants)
+    schedules = [variant.pop("damping", None) for variant in variants]  # not plan options
+    results = run(planners(problems, schedules), problems, variants)
     rows = [{**summary(r, results[0][0]), "iterations": n} for r, n in results]
     for text, s in zip(args.variants, rows):
         print(f"{text}: both {s['both_ok']}/{s['problems']}, false {s['false_success']}, median "

@@ -62,6 +62,7 @@ import mbm_problems as mp
 import numpy as np
 
 from pyroki_ros import collision as col
+from pyroki_ros.solver.damping import Damping
 
 DEFAULT_SETS = (mp.DEMO_SET, mp.GENERATED_SET)
 DEFAULT_MARKDOWN = REPO / "docs" / "benchmarks" / "mbm.md"
@@ -95,7 +96,7 @@ def make_planner(
     start_collision: str = "refuse",
     start_batches: tuple[int, ...] | None = None,
     plan_seed: int | None = None,
-    schedule=None,
+    schedule: Damping | None = None,
 ) -> Planner:
     from pyroki_ros import Robot
     from pyroki_ros.collision import RobotSpheres, embedded_path, exact_hull_links
@@ -361,7 +362,7 @@ def warm(planner: Planner, problem: mp.Problem, num_steps: int, drop_stand: bool
     return "`warm_up` (its scene, and its boxes alone: the node's warm-up kinds)"
 
 
-def warmed_planner(problem: mp.Problem, schedule=None) -> Planner:
+def warmed_planner(problem: mp.Problem, schedule: Damping | None = None) -> Planner:
     """The planner as ``--fine-spheres --start-collision escape`` plans (the 2 s budget, the
     default buckets), warmed up on ``problem``: what the other MotionBenchMaker scripts time.
     ``schedule``: its LM damping schedule (default: the optimiser's)."""

@@ -100,3 +100,20 @@ def feasible_cases(
             if len(cases) == count:
                 return cases
     raise RuntimeError(f"found only {len(cases)} feasible pairs among these obstacles")
+
+
+# The warm-up pair's own generator: warming up on a timed pair would time it warm.
+WARM_SEED = 99
+
+
+def benchmark_scene(
+    robot: Robot, spheres: col.RobotSpheres, seed: int, obstacles: int, pairs: int, tip: str
+) -> tuple[col.World, list[PlanningCase], PlanningCase]:
+    """The random-scene benchmark's problem (``bench/trajopt_benchmark.py``): ``obstacles``
+    random boxes and ``pairs`` feasible start/goal pairs from one generator seeded
+    ``seed``, and a warm-up pair in the same scene from :data:`WARM_SEED`."""
+    rng = np.random.default_rng(seed)
+    world = random_obstacles(rng, obstacles)
+    cases = feasible_cases(robot, spheres, world, tip, pairs, rng)
+    warm = feasible_cases(robot, spheres, world, tip, 1, np.random.default_rng(WARM_SEED))[0]
+    return world, cases, warm

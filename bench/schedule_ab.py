@@ -50,10 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_start = loadavg()
     robot = Robot.from_urdf(urdf_path("panda"))
     spheres = RobotSpheres.embedded("panda", robot)
-    rng = np.random.default_rng(args.seed)
-    world = scenes.random_obstacles(rng, args.obstacles)
-    cases = scenes.feasible_cases(robot, spheres, world, LINK, args.pairs, rng)
-    warm = scenes.feasible_cases(robot, spheres, world, LINK, 1, np.random.default_rng(99))[0]
+    world, cases, warm = scenes.benchmark_scene(
+        robot, spheres, args.seed, args.obstacles, args.pairs, LINK
+    )
     planners = []
     for text in args.variants:
         schedule = dataclasses.replace(damping.CHAIN, **json.loads(text))

@@ -267,23 +267,22 @@ def main() -> int:
     robot = Robot.from_urdf(urdf_path("panda"))
     spheres = RobotSpheres.embedded("panda", robot)
     model = check.SphereModel(spheres)
-    rng = np.random.default_rng(args.seed)
-    world = scenes.random_obstacles(rng, args.obstacles)
-    cases = scenes.feasible_cases(robot, spheres, world, "panda_hand", args.pairs, rng)
+    world, cases, warm = scenes.benchmark_scene(
+        robot, spheres, args.seed, args.obstacles, args.pairs, "panda_hand"
+    )
     obstacles = {name: np.asarray(getattr(world, name)) for name in World.__dataclass_fields__}
-    warm = scenes.feasible_cases(robot, spheres, world, "panda_hand", 1, np.random.default_rng(99))
 
     rows = []
     single_steps = [] if args.only == "batch" else [int(s) for s in args.steps.split(",")]
     variants = [plan_keywords(text) for text in args.plan_options]
     for steps in single_steps:
         planner = TrajectoryOptimizer(robot, spheres)  # cold: compile counted below
-        goal = [O.pose("panda_hand", warm[0].goal_pose)]
+        goal = [O.pose("panda_hand", warm.goal_pose)]
         t0 = time.perf_counter()
-        planner.warm_up(warm[0].start, goal, world=world, num_steps=steps)
+        planner.warm_up(warm.start, goal, world=world, num_steps=steps)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        planner.plan(warm[0].start, goal, world=world, num_steps=steps)
+        planner.plan(warm.start, goal, world=world, num_steps=steps)
         compile_s = first - (time.perf_counter() - t0)
         plans = [[] for _ in variants]
         verdicts = [[] for _ in variants]
