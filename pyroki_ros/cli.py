@@ -50,6 +50,14 @@ def _column_order(robot, names: np.ndarray | None, n_columns: int) -> np.ndarray
     return np.array([names.index(j) for j in robot.joint_names])
 
 
+def _arrays(path: str, name: str, optional: str | None = None):
+    """Array ``name`` (float64) of an npz file, and array ``optional`` (None if absent)."""
+    with np.load(path, allow_pickle=False) as data:
+        if name not in data:
+            raise ValueError(f"{path} has no array '{name}'")
+        return np.asarray(data[name], np.float64), data.get(optional)
+
+
 def fk_command(args: argparse.Namespace) -> int:
     import jax
 
@@ -60,11 +68,7 @@ def fk_command(args: argparse.Namespace) -> int:
     from pyroki_ros.model.robot import Robot
 
     robot = Robot.from_urdf(_robot_source(args.urdf), dtype=jnp.float64)
-    with np.load(args.q, allow_pickle=False) as data:
-        if "q" not in data:
-            raise ValueError(f"{args.q} has no array 'q'")
-        q = np.asarray(data["q"], dtype=np.float64)
-        names = data.get("joint_names", None)
+    q, names = _arrays(args.q, "q", "joint_names")
     if q.ndim != 2:
         raise ValueError(f"q must have shape (N, n), got {q.shape}")
     if not np.all(np.isfinite(q)):
@@ -95,16 +99,11 @@ def ik_command(args: argparse.Namespace) -> int:
     device = {"cpu": "cpu", "gpu": "gpu", "auto": None}[args.device]
     robot = Robot.from_urdf(_robot_source(args.urdf))
     base = args.base or robot.root_link
-    robot.link_index(base)
-    robot.link_index(args.tip)
-    chain = robot.chain_joints(base, args.tip)
+    chain = robot.chain_joints(base, args.tip)  # ValueError naming an unknown link
     if not chain:
         raise ValueError(f"no actuated joint moves '{args.tip}' relative to '{base}'")
-    with np.load(args.targets, allow_pickle=False) as data:
-        if "poses" not in data:
-            raise ValueError(f"{args.targets} has no array 'poses'")
-        poses = np.asarray(data["poses"], np.float64)
-        seeds = np.asarray(data["seeds"], np.float64) if "seeds" in data else None
+    poses, seeds = _arrays(args.targets, "poses", "seeds")
+    seeds = None if seeds is None else np.asarray(seeds, np.float64)
     if poses.ndim != 2 or poses.shape[1] != 7 or poses.shape[0] == 0:
         raise ValueError(f"poses must have shape (N, 7) with N >= 1, got {poses.shape}")
     if seeds is not None and seeds.shape != (poses.shape[0], robot.n_joints):
@@ -147,7 +146,6 @@ def train_sampler_command(args: argparse.Namespace) -> int:
     from pyroki_ros.sampler import TrainConfig, train
 
     robot = Robot.from_urdf(_robot_source(args.urdf))
-    robot.link_index(args.tip)
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
@@ -181,10 +179,7 @@ def sample_command(args: argparse.Namespace) -> int:
 
     robot = Robot.from_urdf(_robot_source(args.urdf))
     sampler = IKSampler.load(checkpoint_path(args.model), robot)
-    with np.load(args.targets, allow_pickle=False) as data:
-        if "targets" not in data:
-            raise ValueError(f"{args.targets} has no array 'targets'")
-        targets = np.asarray(data["targets"], np.float64)
+    targets, _ = _arrays(args.targets, "targets")
     if targets.ndim != 2:
         raise ValueError(f"targets must have shape (N, 3) or (N, 7), got {targets.shape}")
     q = sampler.sample(targets, args.k, seed=args.seed, temperature=args.temperature)

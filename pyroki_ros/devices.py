@@ -29,21 +29,16 @@ ROWS = PartitionSpec(AXIS)  # split along the first axis
 SAME = PartitionSpec()  # a full copy on every device
 
 
-def local_devices(platform: str | None = None) -> list[jax.Device]:
-    """This process's devices of ``platform`` (None: the default backend)."""
-    return jax.local_devices(backend=platform)
-
-
 def device_count(platform: str | None = None) -> int:
     """Number of local devices a batch is spread over (1: no sharding)."""
-    return len(local_devices(platform))
+    return len(jax.local_devices(backend=platform))
 
 
 @functools.cache
 def batch_mesh(platform: str | None = None) -> Mesh | None:
     """A 1-D mesh (axis ``"batch"``) over the local devices of ``platform``; None with one
     device, so that callers keep their plain single-device path."""
-    devices = local_devices(platform)
+    devices = jax.local_devices(backend=platform)
     if len(devices) < 2:
         return None
     return Mesh(np.array(devices), (AXIS,))
@@ -69,21 +64,19 @@ def pad_rows(tree: Any, size: int) -> Any:
     return jax.tree.map(pad, tree)
 
 
-def over_devices(
-    fn: Callable, mesh: Mesh, in_specs: Any | Callable[..., Any], out_specs: Any = ROWS
-) -> Callable:
+def over_devices(fn: Callable, mesh: Mesh, in_specs: Any | Callable[..., Any]) -> Callable:
     """``fn`` jitted to run once per device on its share of the batch (``shard_map``).
 
     ``in_specs``: per argument ``ROWS`` (split along the first axis) or ``SAME`` (copied), as
     a pytree prefix of the arguments, or a function of the arguments returning one (called
     when tracing: for arguments whose pytree structure varies between calls). ``fn`` sees
     (n / devices, ...) rows and must not mix rows: each device's answers may only depend on
-    its own rows. The outputs are ``jax.Array`` split the same way (``out_specs``).
+    its own rows. The outputs are ``jax.Array`` split the same way (``ROWS``).
     """
     # check_vma off: the solvers' loop carries start from constants (the same on every
     # device) and then take device-specific values, which the varying-axis check rejects;
     # the bodies never communicate, so there is nothing for it to check.
-    split = functools.partial(jax.shard_map, mesh=mesh, out_specs=out_specs, check_vma=False)
+    split = functools.partial(jax.shard_map, mesh=mesh, out_specs=ROWS, check_vma=False)
     if not callable(in_specs):
         return jax.jit(split(fn, in_specs=in_specs))
 
@@ -98,15 +91,13 @@ def over_devices(
 _WRAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def over_devices_cached(
-    fn: Callable, mesh: Mesh, in_specs: Callable[..., Any], out_specs: Any = ROWS
-) -> Callable:
+def over_devices_cached(fn: Callable, mesh: Mesh, in_specs: Callable[..., Any]) -> Callable:
     """:func:`over_devices` of ``fn``, made once per (``fn``, mesh, specs) and kept while
     ``fn`` lives (for callers that keep ``fn`` in a cache of their own)."""
     per_fn = _WRAPPED.setdefault(fn, {})
-    key = (mesh, in_specs, out_specs)
+    key = (mesh, in_specs)
     wrapped = per_fn.get(key)
     if wrapped is None:
         ref = weakref.ref(fn)
-        wrapped = per_fn[key] = over_devices(lambda *a: ref()(*a), mesh, in_specs, out_specs)
+        wrapped = per_fn[key] = over_devices(lambda *a: ref()(*a), mesh, in_specs)
     return wrapped

@@ -75,10 +75,6 @@ class Objective:
         return rows + (3 if self.align_axis and self.kind in ("plane", "line") else 0)
 
     @property
-    def constrains_orientation(self) -> bool:
-        return self.kind in _ORIENTATION_ROWS or self.align_axis
-
-    @property
     def constrains_position(self) -> bool:
         return self.kind in _POSITION_ROWS
 
@@ -115,16 +111,10 @@ def _unit(x, name: str, xp=np):
     if xp is np and isinstance(x, tuple) and (id(x), name) in _DEFAULTS:
         return _DEFAULTS[id(x), name]
     x = _vec(x, x_size := (4 if name == "wxyz" else 3), name, xp)
-    if xp is np and x.ndim == 1:  # one vector: see _all_finite
-        norm = math.hypot(*x.tolist())
-        if norm < 1e-9:
-            what = "quaternion" if x_size == 4 else "vector"
-            raise ValueError(f"{name} must be a non-zero {what}")
-        return x / norm
-    norm = xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
-    if xp is np and np.any(norm < 1e-9):
-        what = "quaternion" if x_size == 4 else "vector"
-        raise ValueError(f"{name} must be a non-zero {what}")
+    one = xp is np and x.ndim == 1  # one vector: see _all_finite
+    norm = math.hypot(*x.tolist()) if one else xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
+    if xp is np and (norm < 1e-9 if one else np.any(norm < 1e-9)):
+        raise ValueError(f"{name} must be a non-zero {'quaternion' if x_size == 4 else 'vector'}")
     return x / norm
 
 
@@ -163,12 +153,7 @@ def _make(
     axis, local_axis = _unit(axis, "axis", xp), _unit(local_axis, "local_axis", xp)
     local_point = _vec(local_point, 3, "local_point", xp)
     if xp is np and np.isscalar(position_weight) and np.isscalar(orientation_weight):
-        if not (
-            math.isfinite(position_weight)
-            and math.isfinite(orientation_weight)
-            and position_weight >= 0
-            and orientation_weight >= 0
-        ):
+        if not all(math.isfinite(w) and w >= 0 for w in (position_weight, orientation_weight)):
             raise ValueError("weights must be finite and >= 0")
         weights = np.array([position_weight, orientation_weight], np.float64)
     else:
@@ -322,17 +307,16 @@ def plane(
     orientation_weight=0.1,
 ) -> Objective:
     """A point on the link lies on a plane; with ``local_axis``/``axis``, that axis aligns too."""
-    return _on_set(
+    return _make(
         "plane",
         link,
-        local_point,
-        plane_point,
-        normal,
-        local_axis,
-        axis,
-        reference,
-        position_weight,
-        orientation_weight,
+        position=plane_point,
+        axis=normal,
+        local_point=local_point,
+        reference=reference,
+        position_weight=position_weight,
+        orientation_weight=orientation_weight,
+        **_alignment("plane", local_axis, axis),
     )
 
 
@@ -349,51 +333,29 @@ def line(
     orientation_weight=0.1,
 ) -> Objective:
     """A point on the link lies on a line; with ``local_axis``/``axis``, that axis aligns too."""
-    return _on_set(
+    return _make(
         "line",
         link,
-        local_point,
-        line_point,
-        direction,
-        local_axis,
-        axis,
-        reference,
-        position_weight,
-        orientation_weight,
-    )
-
-
-def _on_set(
-    kind,
-    link,
-    local_point,
-    set_point,
-    set_axis,
-    local_axis,
-    axis,
-    reference,
-    position_weight,
-    orientation_weight,
-) -> Objective:
-    align = local_axis is not None
-    if align != (axis is not None):
-        raise ValueError(f"{kind}: give both local_axis and axis, or neither")
-    # The plane normal / line direction lives in ``axis``; the axis to align, if any, is the
-    # z column of the target rotation, so one objective carries both.
-    wxyz = _rotation_with_z(_unit(axis, "axis")) if align else None
-    return _make(
-        kind,
-        link,
-        position=set_point,
-        wxyz=wxyz,
-        axis=set_axis,
+        position=line_point,
+        axis=direction,
         local_point=local_point,
-        local_axis=local_axis if align else (0.0, 0.0, 1.0),
         reference=reference,
         position_weight=position_weight,
         orientation_weight=orientation_weight,
-        align_axis=align,
+        **_alignment("line", local_axis, axis),
     )
+
+
+def _alignment(kind: str, local_axis, axis) -> dict:
+    """plane / line: the fields for an axis to align, none without one. The plane normal /
+    line direction lives in ``axis``; the axis to align is the z column of the target
+    rotation, so one objective carries both."""
+    if (local_axis is None) != (axis is None):
+        raise ValueError(f"{kind}: give both local_axis and axis, or neither")
+    if local_axis is None:
+        return {}
+    wxyz = _rotation_with_z(_unit(axis, "axis"))
+    return {"wxyz": wxyz, "local_axis": local_axis, "align_axis": True}
 
 
 def _rotation_with_z(z: np.ndarray) -> np.ndarray:
@@ -512,10 +474,11 @@ def evaluate_one_t(
         rows.extend(weight * v for v in values)
         jac_rows.extend(weight[None] * j for j in jacobians)
 
-    if kind in _POSITION_ROWS:
+    if kind in _POSITION_ROWS or kind == "aim":  # the link point and its Jacobian rows
         arm = k.rotate(q, k.split(objective.local_point))
         point = tuple(a + b for a, b in zip(p, arm))
         j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _rows(arm))))  # v + w x arm
+    if kind in _POSITION_ROWS:
         delta = _sub(point, target_p)
         if kind == "plane":
             normal = k.split(objective.axis)
@@ -538,9 +501,6 @@ def evaluate_one_t(
         add(residual, jac, w_rot)
     elif kind == "aim":
         # Residual: the ray direction minus the unit direction from the point to the target.
-        arm = k.rotate(q, k.split(objective.local_point))
-        point = tuple(a + b for a, b in zip(p, arm))
-        j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _rows(arm))))  # v + w x arm
         delta = _sub(target_p, point)
         distance = jnp.maximum(_norm(delta), 1e-6)
         u = tuple(c / distance for c in delta)
@@ -589,15 +549,11 @@ def evaluate(robot: Robot, q: jax.Array, objectives: tuple[Objective, ...]) -> E
     q = k._check_q(robot, q)
     batch = np.broadcast_shapes(q.shape[:-1], *(o.batch_shape for o in objectives))
     q = jnp.broadcast_to(q, (*batch, q.shape[-1]))
-    moved = tuple(
-        jax.tree.map(
-            lambda x: jnp.moveaxis(
-                jnp.broadcast_to(jnp.asarray(x, q.dtype), (*batch, x.shape[-1])), -1, 0
-            ),
-            o,
-        )
-        for o in objectives
-    )
+
+    def batch_last(x):
+        return jnp.moveaxis(jnp.broadcast_to(jnp.asarray(x, q.dtype), (*batch, x.shape[-1])), -1, 0)
+
+    moved = tuple(jax.tree.map(batch_last, o) for o in objectives)
     residual, jacobian, pos_err, rot_err = evaluate_t(robot, k.to_batch_last(q), moved)
     return Evaluation(
         residual=jnp.moveaxis(residual, 0, -1),

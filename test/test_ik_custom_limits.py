@@ -107,7 +107,7 @@ def test_a_bound_turned_off_lets_the_answer_leave_the_urdf_range():
     assert result.success
     np.testing.assert_allclose(result.q, q_star, atol=1e-2)
     assert result.q[0] > 0.5 and -0.5 <= result.q[1] <= 0.5
-    # a seed past the URDF limit is kept where the limits allow it (into_limits: the solve's)
+    # a seed past the URDF limit is kept where the limits allow it (clipped into the solve's limits)
     seeded = solver.solve(objective, seed=[1.1, 0.2], limits=free, max_iterations=15)
     assert seeded.success and seeded.q[0] > 0.5
 

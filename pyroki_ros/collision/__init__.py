@@ -27,7 +27,6 @@ for the trajectory optimiser).
 
 from pyroki_ros.collision.boxes import (
     box_distances,
-    box_frames,
     box_frames_at,
     box_obstacle_terms,
     robot_box_distances,
@@ -37,19 +36,9 @@ from pyroki_ros.collision.distance import (
     min_distance,
     nearest_obstacle_t,
     obstacle_clearance_t,
-    obstacle_distances_t,
-    safe_norm3,
     self_distances,
     sphere_centers,
-    unit3,
     world_distances,
-)
-from pyroki_ros.collision.fitting import (
-    cover_box,
-    cover_capsule,
-    cover_cylinder,
-    fit_spheres,
-    mesh_surface_points,
 )
 from pyroki_ros.collision.geometry import (
     COARSE_WORLD_BUCKETS,
@@ -61,13 +50,11 @@ from pyroki_ros.collision.geometry import (
     embedded_path,
     exact_hull_links,
 )
-from pyroki_ros.collision.jacobians import SELF_GROUP, CollisionTerms, self_pair_groups
+from pyroki_ros.collision.jacobians import CollisionTerms, self_pair_groups
 from pyroki_ros.collision.rules import (
     DEFAULT_CONTACTS,
     ContactRules,
-    bodies,
     checked_pairs,
-    self_collision_pairs,
 )
 
 __all__ = [
@@ -75,36 +62,24 @@ __all__ = [
     "DEFAULT_CONTACTS",
     "FAR",
     "KINDS",
-    "SELF_GROUP",
     "WORLD_BUCKETS",
     "CollisionTerms",
     "ContactRules",
     "RobotSpheres",
     "World",
-    "bodies",
     "box_distances",
-    "box_frames",
     "box_frames_at",
     "box_obstacle_terms",
     "checked_pairs",
     "collision_distances",
-    "cover_box",
-    "cover_capsule",
-    "cover_cylinder",
     "embedded_path",
     "exact_hull_links",
-    "fit_spheres",
-    "mesh_surface_points",
     "min_distance",
     "nearest_obstacle_t",
     "obstacle_clearance_t",
-    "obstacle_distances_t",
     "robot_box_distances",
-    "safe_norm3",
-    "self_collision_pairs",
     "self_distances",
     "self_pair_groups",
     "sphere_centers",
-    "unit3",
     "world_distances",
 ]

@@ -38,6 +38,7 @@ import numpy as np
 
 from pyroki_ros.collision import gjk
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World, pose_rotations
+from pyroki_ros.collision.gjk import _dot
 from pyroki_ros.model import kinematics as k
 from pyroki_ros.model.robot import Robot
 
@@ -50,10 +51,6 @@ _EPS = 1e-9  # below this length a candidate axis (a cross product of parallel e
 # there a candidate axis's reach of the box is sum_i h_i |a_i| and the oriented-box formulas
 # take every axis from the direction cosines. Vectors: tuples of 3; a box's axes ``u``: u[i]
 # is its axis i (a vector).
-
-
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
 def _local(u, v):
@@ -71,12 +68,17 @@ def _reach(h, a):
     return h[0] * jnp.abs(a[0]) + h[1] * jnp.abs(a[1]) + h[2] * jnp.abs(a[2])
 
 
-def _cross_e(i: int, w):
-    """e_i x w (local)."""
+def _edge(i, w, t, h, reach_o, with_axes):
+    """The candidate along e_i x w (local) of the robot box and an obstacle at t whose reach
+    along it, times |e_i x w|, is reach_o."""
     k, l = (i + 1) % 3, (i + 2) % 3
-    out = [0.0, 0.0, 0.0]
-    out[k], out[l] = -w[l], w[k]
-    return tuple(out)
+    length = jnp.sqrt(w[k] * w[k] + w[l] * w[l])
+    along = w[k] * t[l] - w[l] * t[k]
+    reach_r = h[k] * jnp.abs(w[l]) + h[l] * jnp.abs(w[k])
+    gap = _normalised(jnp.abs(along) - reach_r - reach_o, length)
+    axis = [0.0, 0.0, 0.0]  # e_i x w
+    axis[k], axis[l] = -w[l], w[k]
+    return gap, _unit(axis, length) if with_axes else None
 
 
 def _normalised(gap, length):
@@ -110,17 +112,10 @@ def _box_box(t, v, h, h2, with_axes):
         reach_r = sum(a[i][j] * h[i] for i in range(3))
         out.append((jnp.abs(_dot(v[j], t)) - reach_r - h2[j], v[j]))
     for i in range(3):
-        k, l = (i + 1) % 3, (i + 2) % 3
         for j in range(3):
             m, n = (j + 1) % 3, (j + 2) % 3
-            w = v[j]
-            length = jnp.sqrt(w[k] * w[k] + w[l] * w[l])
-            along = w[k] * t[l] - w[l] * t[k]
-            reach_r = h[k] * jnp.abs(w[l]) + h[l] * jnp.abs(w[k])
             # (e_i x v_j) . v_m = +-(v_n)_i: the obstacle's reach needs no product.
-            reach_o = h2[m] * a[i][n] + h2[n] * a[i][m]
-            gap = _normalised(jnp.abs(along) - reach_r - reach_o, length)
-            out.append((gap, _unit(_cross_e(i, w), length) if with_axes else None))
+            out.append(_edge(i, v[j], t, h, h2[m] * a[i][n] + h2[n] * a[i][m], with_axes))
     return out
 
 
@@ -154,12 +149,8 @@ def _box_cylinder(t, z, h, radius, half_height, with_axes):
     along_z = _dot(t, z)
     out.append((jnp.abs(along_z) - _reach(h, z) - half_height, z))
     for i in range(3):
-        k, l = (i + 1) % 3, (i + 2) % 3
-        length = jnp.sqrt(z[k] * z[k] + z[l] * z[l])
-        along = z[k] * t[l] - z[l] * t[k]
-        reach_r = h[k] * jnp.abs(z[l]) + h[l] * jnp.abs(z[k])
-        gap = _normalised(jnp.abs(along) - reach_r, length) - radius  # a . z = 0
-        out.append((gap, _unit(_cross_e(i, z), length) if with_axes else None))
+        gap, axis = _edge(i, z, t, h, 0.0, with_axes)
+        out.append((gap - radius, axis))  # a . z = 0
     d = tuple(a - along_z * c for a, c in zip(t, z))  # axis -> box centre, across the axis
     length = _norm(d)
     out.append((_normalised(length * length - _reach(h, d), length) - radius, _unit(d, length)))
@@ -181,12 +172,8 @@ def _box_capsule(a0, s, h, radius, with_axes):
     middle = tuple(a + 0.5 * b for a, b in zip(a0, s))
     out = [(jnp.abs(middle[i]) - h[i] - 0.5 * jnp.abs(s[i]) - radius, _E[i]) for i in range(3)]
     for i in range(3):
-        k, l = (i + 1) % 3, (i + 2) % 3
-        length = jnp.sqrt(s[k] * s[k] + s[l] * s[l])
-        along = s[k] * middle[l] - s[l] * middle[k]
-        reach_r = h[k] * jnp.abs(s[l]) + h[l] * jnp.abs(s[k])
-        gap = _normalised(jnp.abs(along) - reach_r, length) - radius
-        out.append((gap, _unit(_cross_e(i, s), length) if with_axes else None))
+        gap, axis = _edge(i, s, middle, h, 0.0, with_axes)
+        out.append((gap - radius, axis))
     x = _segment_centre_point(a0, s)
     length = _norm(x)
     gap = jnp.abs(_dot(x, middle)) - _reach(h, x) - 0.5 * jnp.abs(_dot(x, s))
@@ -446,18 +433,13 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
 
 def _rows(c, u, h, rows: slice):
     """The component arrays of :func:`_pairs`' robot boxes ``rows`` only."""
-    return (
-        tuple(a[rows] for a in c),
-        tuple(tuple(a[rows] for a in axis) for axis in u),
-        tuple(a[rows] for a in h),
-    )
+    return jax.tree.map(lambda a: a[rows], (c, u, h))
 
 
 def _nearer(a, b):
     """Of two (distance, normal, witness) answers, per element the one nearer."""
     closer = a[0] < b[0]
-    pick = lambda x, y: tuple(jnp.where(closer, p, q) for p, q in zip(x, y))
-    return jnp.where(closer, a[0], b[0]), pick(a[1], b[1]), pick(a[2], b[2])
+    return jax.tree.map(lambda x, y: jnp.where(closer, x, y), a, b)
 
 
 def _hull_components(vertices: jax.Array, dtype):
@@ -485,16 +467,7 @@ def _grouped_pairs(c, u, h, vertices, world: World, with_axes: bool):
         full = jnp.broadcast_shapes(*(a.shape[1:] for a in arrays))
         return jnp.concatenate([jnp.broadcast_to(a, (a.shape[0], *full)) for a in arrays], 0)
 
-    out = []
-    for kind in zip(*groups):
-        d = join([g[0] for g in kind])
-        if len(kind[0]) == 1:
-            out.append((d,))
-        else:
-            out.append(
-                (d, *(tuple(join([g[i][k] for g in kind]) for k in range(3)) for i in (1, 2)))
-            )
-    return out
+    return [jax.tree.map(lambda *a: join(a), *kind) for kind in zip(*groups)]
 
 
 def _components(centers: jax.Array, axes: jax.Array, half: jax.Array):
@@ -530,11 +503,15 @@ def box_obstacle_terms(
         hull_vertices: (H, V, 3): the last H boxes are hulls' bounding boxes, these the
             hulls' vertices in their frames (:attr:`RobotSpheres.hull_vertices`).
     """
-    batch = centers.shape[:-2]
+    return _box_terms(centers, axes, half_extents, world, hull_vertices, True)
+
+
+def _box_terms(centers, axes, half_extents, world: World, hull_vertices, with_axes: bool):
+    """:func:`box_obstacle_terms`, or with_axes False its distances alone (one-tuple)."""
+    batch, x_count = centers.shape[:-2], centers.shape[-2]
     flat_c, flat_u = centers.reshape(-1, *centers.shape[-2:]), axes.reshape(-1, *axes.shape[-3:])
     c, u, h = _components(flat_c, flat_u, half_extents)
-    parts = _grouped_pairs(c, u, h, hull_vertices, world, True)
-    x_count = centers.shape[-2]
+    parts = _grouped_pairs(c, u, h, hull_vertices, world, with_axes)
     if not parts:
         shape = (*batch, x_count, 0)
         return jnp.zeros(shape, centers.dtype), jnp.zeros((*shape, 3)), jnp.zeros((*shape, 3))
@@ -544,6 +521,8 @@ def box_obstacle_terms(
         return jnp.moveaxis(a, -1, 0).reshape(*batch, x_count, -1)
 
     d = jnp.concatenate([back(part[0]) for part in parts], -1)
+    if not with_axes:
+        return (d,)
     normal, witness = (
         jnp.concatenate([jnp.stack([back(x) for x in part[i]], -1) for part in parts], -2)
         for i in (1, 2)
@@ -557,7 +536,10 @@ def box_frames_at(robot: Robot, spheres: RobotSpheres, q: jax.Array) -> tuple[ja
     poses = k.forward_kinematics(robot, q).wxyz_xyz[
         ..., np.asarray(spheres.box_link_indices, int), :
     ]
-    return box_frames(poses, spheres.box_poses.astype(poses.dtype))
+    parts = tuple(poses[..., i] for i in range(7))
+    local = tuple(spheres.box_poses[:, i].astype(poses.dtype) for i in range(7))
+    centers, axes = _compose(parts[:4], parts[4:], local)
+    return jnp.stack(centers, -1), jnp.stack([jnp.stack(a, -1) for a in axes], -1)
 
 
 def box_frames_t(quat, pos, local_poses: jax.Array):
@@ -576,16 +558,6 @@ def _compose(quat, pos, local):
     zero, one = jnp.zeros_like(bq[0]), jnp.ones_like(bq[0])
     axes = tuple(k.rotate(bq, tuple(one if j == i else zero for j in range(3))) for i in range(3))
     return centers, axes
-
-
-def box_frames(link_poses: jax.Array, local_poses: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Root-frame centres (..., X, 3) and axes (..., X, 3, 3) (columns) of boxes whose links
-    are at ``link_poses`` (..., X, 7) wxyz_xyz, each box at ``local_poses`` (X, 7) in its
-    link's frame."""
-    parts = tuple(link_poses[..., i] for i in range(7))
-    local = tuple(local_poses[:, i].astype(link_poses.dtype) for i in range(7))
-    centers, axes = _compose(parts[:4], parts[4:], local)
-    return jnp.stack(centers, -1), jnp.stack([jnp.stack(a, -1) for a in axes], -1)
 
 
 def robot_box_distances(
@@ -618,16 +590,7 @@ def box_distances(
     """Conservative signed distances (*batch, X, O), m, of robot boxes (and hulls:
     ``hull_vertices``) to every obstacle (:func:`box_obstacle_terms`); inf where
     ``checked`` (X, O) is False."""
-    batch, x_count = centers.shape[:-2], centers.shape[-2]
-    flat_c, flat_u = centers.reshape(-1, *centers.shape[-2:]), axes.reshape(-1, *axes.shape[-3:])
-    c, u, h = _components(flat_c, flat_u, half_extents)
-    parts = _grouped_pairs(c, u, h, hull_vertices, world, False)
-    if not parts:
-        return jnp.zeros((*batch, x_count, 0), centers.dtype)
-    d = jnp.concatenate(
-        [jnp.broadcast_to(p[0], (x_count, p[0].shape[1], flat_c.shape[0])) for p in parts], 1
-    )
-    d = jnp.moveaxis(d, -1, 0).reshape(*batch, x_count, -1)
+    d = _box_terms(centers, axes, half_extents, world, hull_vertices, False)[0]
     return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 
@@ -653,8 +616,7 @@ def nearest_box_obstacle_t(
     each obstacle; elsewhere the bounding box answers, never more than the hull: the same
     hinge rows wherever no more than K configurations' boxes are within the margin
     (:data:`HULL_COLUMNS`)."""
-    c = tuple(x[:, None, :] for x in c)
-    u = tuple(tuple(x[:, None, :] for x in axis) for axis in u)
+    c, u = jax.tree.map(lambda x: x[:, None, :], (c, u))
     h = tuple(jnp.asarray(half[:, k], c[0].dtype)[:, None, None] for k in range(3))
     shape = (c[0].shape[0], c[0].shape[2])
     cut = shape[0] - (0 if hull_vertices is None else hull_vertices.shape[0])
@@ -692,8 +654,7 @@ def nearest_box_obstacle_t(
 
         d, index = found[0], found[1]
         if hull is None:
-            kind_best = terms(slice(0, shape[0]), index)[1:]
-            kind_best = (d, *kind_best)
+            kind_best = (d, *terms(slice(0, shape[0]), index)[1:])
         else:
             plain = terms(slice(0, cut), index)
             rows = slice(cut, shape[0])
@@ -710,11 +671,8 @@ def nearest_box_obstacle_t(
                 slot = (jnp.where(dk >= FAR, FAR, hd), normal, witness)
                 hulls = slot if hulls is None else _nearer(slot, hulls)
             hull_d = jnp.minimum(hulls[0], found[-1][rows])
-            kind_best = (
-                jnp.concatenate([d[:cut], hull_d]),
-                tuple(jnp.concatenate([x, y]) for x, y in zip(plain[1], hulls[1])),
-                tuple(jnp.concatenate([x, y]) for x, y in zip(plain[2], hulls[2])),
-            )
+            both = lambda x, y: jnp.concatenate([x, y])
+            kind_best = jax.tree.map(both, (d[:cut], *plain[1:]), (hull_d, *hulls[1:]))
         best = kind_best if best is None else _nearer(kind_best, best)
     return best
 
@@ -735,13 +693,7 @@ def _hull_at_columns(c, u, h, world: World, kind: int, only, index, d_box, hull,
     d, normal, witness = _terms_to(c, u, h, world, kind, only, index)
     cols = jax.lax.top_k(-d_box, count)[1]  # (H, K)
     b = index.shape[1]
-    c_k = tuple(_take_columns(x, cols, b) for x in c)
-    u_k = tuple(tuple(_take_columns(x, cols, b) for x in axis) for axis in u)
+    c_k, u_k = jax.tree.map(lambda x: _take_columns(x, cols, b), (c, u))
     near = _terms_to(c_k, u_k, h, world, kind, only, jnp.take_along_axis(index, cols, 1), hull)
     at = (jnp.arange(index.shape[0])[:, None], cols)
-    put = lambda whole, x: whole.at[at].set(x)
-    return (
-        put(d, near[0]),
-        tuple(put(a, x) for a, x in zip(normal, near[1])),
-        tuple(put(a, x) for a, x in zip(witness, near[2])),
-    )
+    return jax.tree.map(lambda whole, x: whole.at[at].set(x), (d, normal, witness), near)

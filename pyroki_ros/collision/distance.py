@@ -4,6 +4,8 @@ collision and minimum distances built on them."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,16 +26,10 @@ def sphere_centers(robot: Robot, spheres: RobotSpheres, q: jax.Array) -> jax.Arr
     return jnp.stack([rotated[i] + poses[..., 4 + i] for i in range(3)], axis=-1)
 
 
-def safe_norm3(x: jax.Array, y: jax.Array, z: jax.Array) -> jax.Array:
-    """|(x, y, z)| of component arrays, with gradient 0 (not NaN) at 0."""
-    sq = x * x + y * y + z * z
-    positive = sq > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
-
-
-def safe_norm2(x: jax.Array, y: jax.Array) -> jax.Array:
-    """|(x, y)| of component arrays, with gradient 0 (not NaN) at 0 (a cylinder's axis)."""
-    sq = x * x + y * y
+def safe_norm3(*xs: jax.Array) -> jax.Array:
+    """|(x, y, z)| (or |(x, y)|: a cylinder's axis) of component arrays, with gradient 0
+    (not NaN) at 0."""
+    sq = sum(x * x for x in xs)
     positive = sq > 0
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
 
@@ -61,11 +57,15 @@ def _capsule_part(centers, world: World, along) -> jax.Array:
     return d - along(world.capsule_radii)
 
 
-def _box_part(centers, world: World, along) -> jax.Array:
-    pose = world.box_poses
+def _in_frames(centers, pose, along):
+    """The points in the frames of obstacles at wxyz_xyz poses (N, 7): R^T (c - p)."""
     rot = pose_rotations(pose)
     rel = tuple(c - along(pose[:, 4 + i]) for i, c in enumerate(centers))
-    local = tuple(sum(along(rot[:, j, i]) * rel[j] for j in range(3)) for i in range(3))  # R^T
+    return tuple(sum(along(rot[:, j, i]) * rel[j] for j in range(3)) for i in range(3))
+
+
+def _box_part(centers, world: World, along) -> jax.Array:
+    local = _in_frames(centers, world.box_poses, along)
     excess = tuple(jnp.abs(x) - along(world.box_half_extents[:, i]) for i, x in enumerate(local))
     outside = safe_norm3(*(jnp.maximum(e, 0.0) for e in excess))
     inside = jnp.minimum(jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2]), 0.0)
@@ -83,13 +83,10 @@ def _cylinder_part(centers, world: World, along) -> jax.Array:
     ``|xy| - r`` and axial excess ``|z| - h`` combined like a 2-D box's (outside: the norm of
     their positive parts, the distance to the side, a cap or the rim; inside: the larger,
     minus the depth to the nearest surface)."""
-    pose = world.cylinder_poses
-    rot = pose_rotations(pose)
-    rel = tuple(c - along(pose[:, 4 + i]) for i, c in enumerate(centers))
-    local = tuple(sum(along(rot[:, j, i]) * rel[j] for j in range(3)) for i in range(3))  # R^T
-    radial = safe_norm2(local[0], local[1]) - along(world.cylinder_radii)
+    local = _in_frames(centers, world.cylinder_poses, along)
+    radial = safe_norm3(local[0], local[1]) - along(world.cylinder_radii)
     axial = jnp.abs(local[2]) - along(world.cylinder_half_heights)
-    outside = safe_norm2(jnp.maximum(radial, 0.0), jnp.maximum(axial, 0.0))
+    outside = safe_norm3(jnp.maximum(radial, 0.0), jnp.maximum(axial, 0.0))
     inside = jnp.minimum(jnp.maximum(radial, axial), 0.0)
     return outside + inside
 
@@ -141,12 +138,16 @@ def _capsule_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
     return unit3(tuple(r - t * ab[..., i] for i, r in enumerate(rel)))
 
 
-def _box_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
-    pose = world.box_poses[index]
-    half = world.box_half_extents[index]
+def _to_frame(points, pose):
+    """The rotation (wxyz components) of poses (*shape, 7) and the points in their frames."""
     quat = tuple(pose[..., i] for i in range(4))
     rel = tuple(p - pose[..., 4 + i] for i, p in enumerate(points))
-    local = k.rotate(k.qconj(quat), rel)
+    return quat, k.rotate(k.qconj(quat), rel)
+
+
+def _box_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
+    half = world.box_half_extents[index]
+    quat, local = _to_frame(points, world.box_poses[index])
     sign = tuple(jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype) for x in local)
     excess = tuple(jnp.abs(x) - half[..., i] for i, x in enumerate(local))
     # Outside: away from the nearest surface point; inside: out through the nearest face.
@@ -165,11 +166,8 @@ def _halfspace_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
 
 
 def _cylinder_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
-    pose = world.cylinder_poses[index]
-    quat = tuple(pose[..., i] for i in range(4))
-    rel = tuple(p - pose[..., 4 + i] for i, p in enumerate(points))
-    local = k.rotate(k.qconj(quat), rel)
-    rho = safe_norm2(local[0], local[1])
+    quat, local = _to_frame(points, world.cylinder_poses[index])
+    rho = safe_norm3(local[0], local[1])
     # Radial unit vector; on the axis every radial direction is as good: take local x, so a
     # sphere on the axis of a can is still pushed out (a zero gradient would stall it).
     off_axis = rho > 0
@@ -264,14 +262,9 @@ def nearest_obstacle_t(
     best = None
     for kind, d, index in _kind_minima(points, world, checked, with_index=True):
         g = _GRADIENTS[kind](points, world, index)
-        if best is None:
-            best = (d, g)
-        else:
-            closer = d < best[0]
-            best = (
-                jnp.where(closer, d, best[0]),
-                tuple(jnp.where(closer, a, b) for a, b in zip(g, best[1])),
-            )
+        best = (
+            (d, g) if best is None else jax.tree.map(partial(jnp.where, d < best[0]), (d, g), best)
+        )
     if best is None:
         raise ValueError("nearest_obstacle_t needs at least one obstacle")
     d, *g = k.materialize((best[0], *best[1]))

@@ -1,6 +1,5 @@
 """Spheres fitted to URDF collision geometry (boxes, cylinders, capsules, meshes): the cover_*
-functions and :func:`fit_mesh_spheres`, used by :meth:`RobotSpheres.from_urdf`, and the
-point-cloud k-means fit :func:`fit_spheres`."""
+functions and :func:`fit_mesh_spheres`, used by :meth:`RobotSpheres.from_urdf`."""
 
 from __future__ import annotations
 
@@ -17,12 +16,8 @@ import numpy as np
 
 
 def _origin_matrix(origin) -> np.ndarray:
-    xyz = [
-        float(v) for v in (origin.get("xyz", "0 0 0") if origin is not None else "0 0 0").split()
-    ]
-    rpy = [
-        float(v) for v in (origin.get("rpy", "0 0 0") if origin is not None else "0 0 0").split()
-    ]
+    attrib = {} if origin is None else origin.attrib
+    xyz, rpy = ([float(v) for v in attrib.get(key, "0 0 0").split()] for key in ("xyz", "rpy"))
     t = np.eye(4)
     t[:3, :3] = np.asarray(jaxlie.SO3.from_rpy_radians(*rpy).as_matrix(), np.float64)
     t[:3, 3] = xyz
@@ -100,49 +95,6 @@ def cover_capsule(
     return centers, np.full(n, math.hypot(radius, length / (2 * (n - 1))))
 
 
-def fit_spheres(
-    points: np.ndarray, n_spheres: int, padding: float = 0.0, rounds: int = 20
-) -> tuple[np.ndarray, np.ndarray]:
-    """At most ``n_spheres`` spheres whose union contains ``points`` (m, 3); deterministic.
-
-    Starts from k-means seeded at quantiles along the principal axis. Then, for ``rounds``
-    rounds, every point goes to the sphere whose surface it is deepest inside, and each
-    sphere moves to the (approximate) smallest ball around its points; the set with the
-    smallest total volume wins. Radii reach the farthest assigned point, plus ``padding``.
-    Returns centres (k, 3) and radii (k,).
-    """
-    points = np.asarray(points, np.float64)
-    mean = points.mean(axis=0)
-    _, _, vt = np.linalg.svd(points - mean, full_matrices=False)
-    order = np.argsort((points - mean) @ vt[0])
-    seeds = order[((np.arange(n_spheres) + 0.5) / n_spheres * len(points)).astype(int)]
-    centers = points[seeds]
-    for _ in range(50):  # k-means
-        assign = np.argmin(_distances(points, centers), axis=1)
-        new = np.asarray(
-            [
-                points[assign == j].mean(0) if np.any(assign == j) else c
-                for j, c in enumerate(centers)
-            ]
-        )
-        if np.allclose(new, centers):
-            break
-        centers = new
-    radii = _cover_radii(points, centers, np.zeros(len(centers)))
-    best = (np.sum(radii**3), centers, radii)
-    for _ in range(rounds):
-        assign = np.argmin(_distances(points, centers) - radii, axis=1)
-        centers = np.asarray(
-            [_small_ball(points[assign == j]) for j in range(len(centers)) if np.any(assign == j)]
-        )
-        radii = _cover_radii(points, centers, _cover_radii(points, centers, np.zeros(len(centers))))
-        if np.sum(radii**3) < best[0]:
-            best = (np.sum(radii**3), centers, radii)
-    _, centers, radii = best
-    keep = radii > 0
-    return centers[keep], radii[keep] + padding
-
-
 def fit_mesh_spheres(
     mesh,
     max_spheres: int = 12,
@@ -157,8 +109,8 @@ def fit_mesh_spheres(
     A sphere (c, r) reaches at most ``r + sdf(c)`` beyond the mesh (``sdf``: signed distance,
     negative inside; 1-Lipschitz), so the fit minimises the *overshoot bound*
     ``t = max_p min_k |p - c_k| + sdf(c_k)`` over surface samples ``p``: every sample then lies
-    in a sphere reaching at most ``t`` outside. Spheres centred near the surface (the k-means
-    fit of :func:`fit_spheres`) bulge out by about their radius; these sit deep inside instead.
+    in a sphere reaching at most ``t`` outside. Spheres centred near the surface (a k-means
+    fit of the surface points) bulge out by about their radius; these sit deep inside instead.
 
     1. ``sdf`` on a grid (distance to 40k surface samples, sign from the nearest sample's normal).
     2. Greedy set cover: interior grid points as candidate centres, the smallest ``t`` (bisection)
@@ -290,12 +242,8 @@ class _MeshFit:
 
     def solve(self, k: int, steps: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Best of ``starts`` greedy + descent fits with <= k spheres: centres, radii, bound."""
-        best = None
-        for offset in range(self.starts):
-            fit = self._solve_from(k, steps, offset)
-            if best is None or fit[2] < best[2]:
-                best = fit
-        return best
+        fits = (self._solve_from(k, steps, offset) for offset in range(self.starts))
+        return min(fits, key=lambda fit: fit[2])
 
     def _solve_from(self, k: int, steps: int, offset: int):
         cand, g = self.terms(offset)
@@ -308,18 +256,8 @@ class _MeshFit:
                 lo = t
             else:
                 hi, chosen = t, found
-        centers = np.asarray(
-            _descend(
-                jnp.asarray(cand[chosen]),
-                jnp.asarray(self.points),
-                jnp.asarray(self.sdf),
-                jnp.asarray(self.lo),
-                self.step,
-                steps,
-                LR,
-            ),
-            np.float64,
-        )
+        centers = _descend(cand[chosen], self.points, self.sdf, self.lo, self.step, steps, LR)
+        centers = np.asarray(centers, np.float64)
         sdf = _exact_sdf(self.mesh, centers)
         covered = np.concatenate([self.points, self.dense])
         dist = np.linalg.norm(covered[:, None] - centers[None], axis=2)  # (P, k)
@@ -373,26 +311,13 @@ def _descend(
     return best
 
 
-def _distances(points: np.ndarray, centers: np.ndarray) -> np.ndarray:
-    return np.linalg.norm(points[:, None] - centers[None], axis=2)
-
-
 def _cover_radii(points: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
     """Radii so that every point is inside the sphere it is deepest in (by current radii)."""
-    d = _distances(points, centers)
+    d = np.linalg.norm(points[:, None] - centers[None], axis=2)
     assign = np.argmin(d - radii, axis=1)
     return np.asarray(
         [d[assign == j, j].max() if np.any(assign == j) else 0.0 for j in range(len(centers))]
     )
-
-
-def _small_ball(points: np.ndarray, iterations: int = 200) -> np.ndarray:
-    """Centre of an approximate minimum enclosing ball (Badoiu-Clarkson iteration)."""
-    c = points.mean(axis=0)
-    for i in range(iterations):
-        far = points[np.argmax(np.sum((points - c) ** 2, axis=1))]
-        c = c + (far - c) / (i + 2)
-    return c
 
 
 def mesh_surface_points(mesh, count: int = 4000, seed: int = 0) -> np.ndarray:

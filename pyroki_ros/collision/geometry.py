@@ -35,14 +35,6 @@ from pyroki_ros.model.robot import Robot
 # MotionBenchMaker sets in two: bench/mbm_benchmark.py --obstacle-buckets).
 WORLD_BUCKETS = (0, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 COARSE_WORLD_BUCKETS = (0, 16, 64)
-# One field per obstacle kind whose length is that kind's count.
-_COUNT_FIELDS = (
-    "sphere_radii",
-    "capsule_radii",
-    "box_half_extents",
-    "halfspace_offsets",
-    "cylinder_radii",
-)
 # Each kind's arrays, in ``counts`` order (World.take).
 _KIND_FIELDS = (
     ("sphere_centers", "sphere_radii"),
@@ -208,12 +200,9 @@ class RobotSpheres:
     def boxes_config(self) -> dict[str, list[list[float]]]:
         """The boxes of :meth:`with_boxes` (hulls' rows not included): ``{link: [[qw, ...,
         hz], ...]}``."""
-        out: dict[str, list[list[float]]] = {}
         table = np.concatenate([np.asarray(self.box_poses), np.asarray(self.box_half_extents)], 1)
         plain = self.n_boxes - self.n_hulls
-        for name, row in zip(self.box_link_names[:plain], table[:plain]):
-            out.setdefault(name, []).append([float(v) for v in row])
-        return out
+        return _by_link(zip(self.box_link_names[:plain], table[:plain]))
 
     def bounding(self) -> RobotSpheres:
         """These spheres and boxes with every hull checked as its bounding box: never nearer
@@ -336,22 +325,18 @@ class RobotSpheres:
             ValueError: an unknown link (named), an entry that is not 4 numbers, a radius that
                 is not finite and > 0.
         """
-        names, centers, radii, roles = [], [], [], []
-        if self_mapping is None:
-            parts = [(mapping, "both")]
-        else:
+        names, rows, roles = [], [np.zeros((0, 4))], []
+        parts = [(mapping, "both")]
+        if self_mapping is not None:
             parts = [(mapping, "world"), (self_mapping, "self")]
         for part, role in parts:
             for link, spheres in part.items():
-                rows = _link_rows(robot, link, spheres, "spheres", "[x, y, z, r]")
-                names += [link] * len(rows)
-                centers.append(rows[:, :3])
-                radii.append(rows[:, 3])
-                roles += [role] * len(rows)
-        centers_a = np.concatenate(centers) if centers else np.zeros((0, 3))
-        radii_a = np.concatenate(radii) if radii else np.zeros((0,))
+                rows.append(_link_rows(robot, link, spheres, "spheres", "[x, y, z, r]"))
+                names += [link] * len(rows[-1])
+                roles += [role] * len(rows[-1])
+        rows = np.concatenate(rows)
         return RobotSpheres.create(
-            robot, names, centers_a, radii_a, ignore, roles, self_buffer, self_pair_buffer
+            robot, names, rows[:, :3], rows[:, 3], ignore, roles, self_buffer, self_pair_buffer
         )
 
     @staticmethod
@@ -471,8 +456,7 @@ class RobotSpheres:
             base, root = None, ET.fromstring(str(urdf_source))
         dirs = [pathlib.Path(d) for d in package_dirs] + ([base] if base else [])
         names: list[str] = []
-        centers: list[np.ndarray] = []
-        radii: list[np.ndarray] = []
+        centers, radii = [np.zeros((0, 3))], [np.zeros((0,))]
         boxes: dict[str, list[list[float]]] = {}
         for link in root.findall("link"):
             link_name = link.get("name")
@@ -507,8 +491,8 @@ class RobotSpheres:
         return RobotSpheres.create(
             robot,
             names,
-            np.concatenate(centers) if centers else np.zeros((0, 3)),
-            np.concatenate(radii) if radii else np.zeros((0,)),
+            np.concatenate(centers),
+            np.concatenate(radii),
             ignore,
         ).with_boxes(robot, boxes)
 
@@ -516,13 +500,17 @@ class RobotSpheres:
         """The inverse of :meth:`from_config`: ``{link: [[x, y, z, r], ...]}`` of the spheres
         checked against obstacles (``role="world"``: :meth:`from_config`'s ``mapping``) or
         of the self-collision-only ones (``role="self"``: its ``self_mapping``)."""
-        out: dict[str, list[list[float]]] = {}
         rows = np.concatenate([np.asarray(self.centers), np.asarray(self.radii)[:, None]], axis=1)
         chosen = self.world_mask if role == "world" else ~self.world_mask
-        for name, row, keep in zip(self.link_names, rows, chosen):
-            if keep:
-                out.setdefault(name, []).append([float(v) for v in row])
-        return out
+        return _by_link((n, row) for n, row, keep in zip(self.link_names, rows, chosen) if keep)
+
+
+def _by_link(rows) -> dict[str, list[list[float]]]:
+    """``{link: [row, ...]}`` of (link, row) pairs, in their order."""
+    out: dict[str, list[list[float]]] = {}
+    for name, row in rows:
+        out.setdefault(name, []).append([float(v) for v in row])
+    return out
 
 
 def _link_rows(robot: Robot, link: str, rows, what: str, form: str) -> np.ndarray:
@@ -648,13 +636,7 @@ class World:
     @property
     def counts(self) -> tuple[int, int, int, int, int]:
         """(spheres, capsules, boxes, half-spaces, cylinders), dummies included."""
-        return (
-            self.sphere_radii.shape[0],
-            self.capsule_radii.shape[0],
-            self.box_poses.shape[0],
-            self.halfspace_offsets.shape[0],
-            self.cylinder_poses.shape[0],
-        )
+        return tuple(getattr(self, fields[0]).shape[0] for fields in _KIND_FIELDS)
 
     @property
     def n_obstacles(self) -> int:
@@ -765,37 +747,26 @@ class World:
             cylinder_radii=(cylinder_radii, ()),
             cylinder_half_heights=(cylinder_half_heights, ()),
         )
-        positive("sphere_radii", s["sphere_radii"])
-        positive("capsule_radii", c["capsule_radii"])
-        positive("box_half_extents", b["box_half_extents"])
-        positive("cylinder_radii", y["cylinder_radii"])
-        positive("cylinder_half_heights", y["cylinder_half_heights"])
+        a = {**s, **c, **b, **h, **y}
+        for name in ("sphere_radii", "capsule_radii", "box_half_extents", "cylinder_radii"):
+            positive(name, a[name])
+        positive("cylinder_half_heights", a["cylinder_half_heights"])
 
-        def unit_quaternions(name, poses):
-            poses = poses.copy()
-            qn = np.linalg.norm(poses[:, :4], axis=1)
-            if np.any(qn < 1e-9):
-                raise ValueError(f"{name}[{np.argmax(qn < 1e-9)}] has a zero quaternion")
-            poses[:, :4] /= qn[:, None] if len(qn) else 1.0
-            return poses
+        def norms(name, x, what):
+            n = np.linalg.norm(x, axis=1)
+            if np.any(n < 1e-9):
+                raise ValueError(f"{name}[{np.argmax(n < 1e-9)}] {what}")
+            return n
 
-        nn = np.linalg.norm(h["halfspace_normals"], axis=1)
-        if np.any(nn < 1e-9):
-            raise ValueError(f"halfspace_normals[{np.argmax(nn < 1e-9)}] is zero")
-        a = {
-            **s,
-            **c,
-            **b,
-            **h,
-            **y,
-            "box_poses": unit_quaternions("box_poses", b["box_poses"]),
-            "cylinder_poses": unit_quaternions("cylinder_poses", y["cylinder_poses"]),
-        }
-        a["halfspace_normals"] = (
-            h["halfspace_normals"] / nn[:, None] if len(nn) else a["halfspace_normals"]
-        )
-        a["halfspace_offsets"] = h["halfspace_offsets"] / nn if len(nn) else a["halfspace_offsets"]
-        total = sum(len(v) for n, v in a.items() if n in _COUNT_FIELDS)
+        nn = norms("halfspace_normals", a["halfspace_normals"], "is zero")
+        for name in ("box_poses", "cylinder_poses"):
+            q = a[name][:, :4]
+            a[name] = np.concatenate(
+                [q / norms(name, q, "has a zero quaternion")[:, None], a[name][:, 4:]], 1
+            )
+        a["halfspace_normals"] = a["halfspace_normals"] / nn[:, None]
+        a["halfspace_offsets"] = a["halfspace_offsets"] / nn
+        total = sum(len(a[fields[0]]) for fields in _KIND_FIELDS)
         names = () if names is None else tuple(names)
         if names:
             if len(names) != total:
@@ -845,21 +816,15 @@ class World:
             extra = np.broadcast_to(np.asarray(fill, a.dtype), (n - a.shape[0], *a.shape[1:]))
             return jnp.asarray(np.concatenate([a, extra], axis=0))
 
-        ns, nc, nb, nh, ny = self.padded_counts(buckets)
-        far3 = [FAR, FAR, FAR]
         far_pose = [1.0, 0.0, 0.0, 0.0, FAR, FAR, FAR]
+        # Sizes 0; n . x + d with d = FAR is positive everywhere the robot can be.
+        fill = {n: FAR for n in ("sphere_centers", "capsule_a", "capsule_b", "halfspace_offsets")}
+        fill.update(box_poses=far_pose, cylinder_poses=far_pose, halfspace_normals=[0.0, 0.0, 1.0])
+        sizes = self.padded_counts(buckets)
         return World(
-            sphere_centers=pad(self.sphere_centers, ns, far3),
-            sphere_radii=pad(self.sphere_radii, ns, 0.0),
-            capsule_a=pad(self.capsule_a, nc, far3),
-            capsule_b=pad(self.capsule_b, nc, far3),
-            capsule_radii=pad(self.capsule_radii, nc, 0.0),
-            box_poses=pad(self.box_poses, nb, far_pose),
-            box_half_extents=pad(self.box_half_extents, nb, [0.0, 0.0, 0.0]),
-            # n . x + d with d = FAR is positive everywhere the robot can be.
-            halfspace_normals=pad(self.halfspace_normals, nh, [0.0, 0.0, 1.0]),
-            halfspace_offsets=pad(self.halfspace_offsets, nh, FAR),
-            cylinder_poses=pad(self.cylinder_poses, ny, far_pose),
-            cylinder_radii=pad(self.cylinder_radii, ny, 0.0),
-            cylinder_half_heights=pad(self.cylinder_half_heights, ny, 0.0),
+            **{
+                name: pad(getattr(self, name), n, fill.get(name, 0.0))
+                for fields, n in zip(_KIND_FIELDS, sizes)
+                for name in fields
+            }
         )

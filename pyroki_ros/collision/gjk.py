@@ -21,6 +21,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from pyroki_ros.model.kinematics import cross
+
 # Rounds per pair by default (boxes.HULL_ROUNDS takes fewer where an obstacle kind
 # converges sooner); every round costs one support of each shape. 12 meets the tolerances of
 # test_robot_hulls.py's convex-distance test (the Panda hand's hull against every kind,
@@ -45,10 +47,6 @@ def _dot(a, b):
 
 def _sub(a, b):
     return tuple(x - y for x, y in zip(a, b))
-
-
-def _cross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
 def _combine(p, weights, edges):
@@ -82,14 +80,14 @@ def _contains_origin(points):
     """Whether the tetrahedron of 4 points holds the origin."""
     p = points[0]
     e1, e2, e3 = (_sub(q, p) for q in points[1:])
-    det = _dot(e1, _cross(e2, e3))
+    det = _dot(e1, cross(e2, e3))
     ok = jnp.abs(det) > _REL * jnp.sqrt(_dot(e1, e1) * _dot(e2, e2) * _dot(e3, e3))
     inverse = 1.0 / jnp.where(ok, det, 1.0)
     m = tuple(-x for x in p)
     weights = (
-        _dot(m, _cross(e2, e3)) * inverse,
-        _dot(e1, _cross(m, e3)) * inverse,
-        _dot(e1, _cross(e2, m)) * inverse,
+        _dot(m, cross(e2, e3)) * inverse,
+        _dot(e1, cross(m, e3)) * inverse,
+        _dot(e1, cross(e2, m)) * inverse,
     )
     return ok & (weights[0] >= 0) & (weights[1] >= 0) & (weights[2] >= 0) & (sum(weights) <= 1)
 

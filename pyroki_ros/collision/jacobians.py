@@ -42,16 +42,12 @@ def self_pair_groups(
         for chunk in by_links.values()
         for start in range(0, len(chunk), width)
     ]
-    first = np.zeros((len(groups), width), int)
-    second = np.zeros((len(groups), width), int)
-    row = np.zeros((len(groups), width), int)
+    table = np.zeros((len(groups), width, 3), int)  # first, second, row
     pad = np.ones((len(groups), width))
     for g, members in enumerate(groups):
-        first[g, : len(members)] = [i for i, _, _ in members]
-        second[g, : len(members)] = [j for _, j, _ in members]
-        row[g, : len(members)] = [p for _, _, p in members]
+        table[g, : len(members)] = members
         pad[g, : len(members)] = 0.0
-    return first, second, pad, row
+    return table[..., 0].copy(), table[..., 1].copy(), pad, table[..., 2].copy()
 
 
 def _on_path(robot: Robot, links: np.ndarray) -> np.ndarray:
@@ -60,6 +56,13 @@ def _on_path(robot: Robot, links: np.ndarray) -> np.ndarray:
     for row, link in enumerate(links):
         on_path[row, list(robot.ancestors(int(link)))] = True
     return on_path
+
+
+def _hinge(d, margin, weight, rates):
+    """Rows ``sqrt(weight) max(0, margin - d)`` and their Jacobian (R, n, B) from the rates
+    of d, one (R, B) per joint."""
+    active = (d < margin) * -jnp.sqrt(weight)
+    return jnp.sqrt(weight) * jax.nn.relu(margin - d), jnp.stack([active * r for r in rates], 1)
 
 
 class CollisionTerms:
@@ -74,7 +77,6 @@ class CollisionTerms:
         # Which link frames move each sphere.
         links = np.asarray(spheres.link_indices, int)
         on_path = _on_path(robot, links)
-        self._on_path = on_path  # (S, n_links)
         self._links = links
         self._first, self._second, self._pad, self._pair_row = self_pair_groups(
             spheres.self_pairs, spheres.link_indices
@@ -139,42 +141,6 @@ class CollisionTerms:
             self.spheres.hull_vertices,
             hull_columns,
         )
-
-    def center_jacobian_t(self, frames, centers) -> tuple[tuple[jax.Array, ...], ...]:
-        """d centre / d q as three tuples (x, y, z rows) of n arrays (W, B) for the centres
-        of the spheres checked against obstacles (three (W, B), :meth:`world_part`): a
-        revolute joint moves a centre by axis x lever, a prismatic one along its axis; mimic
-        joints add their multiple. Element-wise only (tiny dots cost more than they compute
-        on a CPU)."""
-        robot = self.robot
-        on_path = self._on_path if self._world is None else self._on_path[self._world]
-        quat, pos = frames
-        q_index = np.asarray(robot.q_index)
-        types = np.asarray(robot.joint_type)
-        axes = np.asarray(robot.axes)
-        columns = []
-        for j in range(robot.n_joints):
-            total = None
-            for link in np.flatnonzero(q_index == j):
-                moves = on_path[:, link]
-                if not moves.any():
-                    continue
-                lq = tuple(c[link] for c in quat)
-                axis = k.rotate(
-                    lq, tuple(jnp.asarray(axes[link, i], pos[0].dtype) for i in range(3))
-                )
-                if types[link] == k.REVOLUTE:
-                    lever = tuple(c - p[link] for c, p in zip(centers, pos))
-                    part = k.cross(axis, lever)
-                else:
-                    part = tuple(jnp.broadcast_to(a, centers[0].shape) for a in axis)
-                scale = robot.multipliers[link] * jnp.asarray(moves, pos[0].dtype)[:, None]
-                part = tuple(scale * x for x in part)
-                total = part if total is None else tuple(t + x for t, x in zip(total, part))
-            if total is None:
-                total = tuple(jnp.zeros_like(centers[0]) for _ in range(3))
-            columns.append(total)
-        return tuple(tuple(col_[i] for col_ in columns) for i in range(3))
 
     def nearest_obstacle_t(self, centers, world: World, checked: jax.Array):
         """Per sphere checked against obstacles (:meth:`world_part`) the signed distance to
@@ -272,36 +238,27 @@ class CollisionTerms:
         frames = k.frames_t(self.robot, q_t)
         centers = self.centers_t(frames)
         world_centers, world_checked = self.world_part(centers, checked[0])
-        jac = self.center_jacobian_t(frames, world_centers)  # [xyz][joint] (W, B)
-        n = len(jac[0])
-        flat = k.materialize(tuple(x for row in jac for x in row))
-        jac = tuple(flat[i * n : (i + 1) * n] for i in range(3))
-
         world_d, grad = self.nearest_obstacle_t(world_centers, world, world_checked)
-        active = (world_d < margin) * -jnp.sqrt(w_world)
-        r_world = jnp.sqrt(w_world) * jax.nn.relu(margin - world_d)
-        j_world = jnp.stack(
-            [active * sum(g * jac[i][j] for i, g in enumerate(grad)) for j in range(n)], 1
-        )  # (W, n, B)
+        words = (
+            self._link_bits if self._world is None else [b[self._world] for b in self._link_bits]
+        )
+        rates = self._point_rates(frames, world_centers, grad, tuple(b[:, None] for b in words))
+        r_world, j_world = _hinge(world_d, margin, w_world, rates)  # (W,), (W, n, B)
         if self._box_links.size and world.n_obstacles:
             # Box rows: the distance moves with the witness corner along the normal.
             box_d, normal, witness = self.nearest_box_t(frames, world, checked[0], HULL_COLUMNS)
-            bits = tuple(jnp.broadcast_to(b[:, None], box_d.shape) for b in self._box_bits)
-            rates = self._point_rates(frames, witness, normal, bits)
-            box_active = (box_d < margin) * -jnp.sqrt(w_world)
-            r_world = jnp.concatenate([r_world, jnp.sqrt(w_world) * jax.nn.relu(margin - box_d)])
-            j_world = jnp.concatenate([j_world, jnp.stack([box_active * r for r in rates], 1)])
+            rates = self._point_rates(frames, witness, normal, [b[:, None] for b in self._box_bits])
+            r_box, j_box = _hinge(box_d, margin, w_world, rates)
+            r_world, j_world = jnp.concatenate([r_world, r_box]), jnp.concatenate([j_world, j_box])
             world_d = jnp.concatenate([world_d, box_d])
         if not self._has_pairs:
             return r_world, j_world, jnp.min(world_d, 0)
         self_d, ((c_a, bits_a), (c_b, bits_b)) = self.nearest_pairs_t(centers, checked[1])
         unit = unit3(tuple(a - b for a, b in zip(c_a, c_b)))
-        active = (self_d < margin) * -jnp.sqrt(w_self)
-        r_self = jnp.sqrt(w_self) * jax.nn.relu(margin - self_d)
         # d distance / d q_j = u . (d c_a / d q_j - d c_b / d q_j).
         rate_a = self._point_rates(frames, c_a, unit, bits_a)
         rate_b = self._point_rates(frames, c_b, unit, bits_b)
-        j_self = jnp.stack([active * (a - b) for a, b in zip(rate_a, rate_b)], 1)  # (G, n, B)
+        r_self, j_self = _hinge(self_d, margin, w_self, [a - b for a, b in zip(rate_a, rate_b)])
         clearance = jnp.minimum(jnp.min(world_d, 0), jnp.min(self_d, 0))
         return (
             jnp.concatenate([r_world, r_self], 0),

@@ -31,6 +31,7 @@ import numpy as np
 from pyroki_ros import devices
 from pyroki_ros import objectives as obj
 from pyroki_ros.ik.settings import _FIELDS, _WIDTH, Objectives, _answer_columns, _Settings, _slices
+from pyroki_ros.model.limits import wrap_or_clip
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.solver.damping import IK as _DAMPING
 from pyroki_ros.solver.damping import improves
@@ -75,11 +76,6 @@ def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
     return lower, upper, wraps
 
 
-def _into_bounds(q, lower, upper, wraps):
-    wrapped = jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi
-    return jnp.where(wraps, wrapped, jnp.clip(q, lower, upper))
-
-
 def _evaluate(robot: Robot, objectives: Objectives, q: jax.Array, settings: _Settings):
     """Objectives at q (n, lanes): residual (m, lanes), Jacobian (m, n, lanes) with inactive
     columns zeroed, errors (k, lanes), cost (lanes,), converged (lanes,)."""
@@ -103,9 +99,6 @@ class _Layout:
         # accepted point: q, residual, Jacobian, position / orientation errors, cost
         self.acc = _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
         self.out = _answer_columns(n, k)
-
-    def acc_width(self) -> int:
-        return self.acc["cost"].stop
 
 
 def _sample_box(lower, upper, settings: _Settings):
@@ -161,8 +154,7 @@ def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
     # with the rest term w |q - rest|^2 of the cost (w = 0 without a rest bias)
     gradient = gradient + settings.rest_weight * (acc_q - settings.rest[:, None])
     step = _damped_step_lanes(jacobian, gradient, free, lam, settings.rest_weight)
-    step = jnp.clip(step, -_MAX_STEP, _MAX_STEP)
-    return _into_bounds(acc_q + step, lower, upper, wraps)
+    return wrap_or_clip(acc_q + step, lower, upper, wraps)
 
 
 def _damped_step_lanes(
@@ -238,7 +230,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
     seed = seeds[:1].T  # (n, 1)
     lower, upper, wraps = _bounds(robot, seed, settings)
     sample_box = _sample_box(lower, upper, settings)  # once: the box is the same every step
-    empty = jnp.zeros((layout.acc_width(), 1), dtype).at[layout.acc["cost"].start].set(jnp.inf)
+    empty = jnp.zeros((layout.acc["cost"].stop, 1), dtype).at[layout.acc["cost"].start].set(jnp.inf)
     zero = jnp.zeros(1, jnp.int32)
     restart0 = jnp.full(1, settings.first_restart, jnp.int32)
     state = {
@@ -339,7 +331,7 @@ def _queue_solve(
     first = jnp.where(lane_ids < n_queued, lane_ids, idle)
     _, _, seed0, (lower0, upper0, _) = problem(first)
     restart0 = first_restart + position(first)[1] + jnp.zeros(lanes, jnp.int32)  # may be traced
-    empty_acc = jnp.zeros((layout.acc_width(), lanes), dtype).at[cost_row].set(jnp.inf)
+    empty_acc = jnp.zeros((layout.acc["cost"].stop, lanes), dtype).at[cost_row].set(jnp.inf)
     state = {
         "slot": first,
         "next": jnp.minimum(jnp.int32(lanes), n_queued),
@@ -511,7 +503,6 @@ _FIRST_PASS_RESTARTS = 3
 # Lanes on a CPU: past ~512-byte buffers XLA:CPU runs a program's kernels on its thread pool,
 # and per-iteration overhead grows; 16 lanes measured best on 2 cores (bench/ik_lanes.py).
 _CPU_LANES = 16
-_MAX_STEP = np.inf  # rad or m per joint and iteration
 _UNROLL_MAX = 16  # joints: above, the damped step's elimination is replaced by LAPACK
 
 
@@ -551,7 +542,7 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, parallel: 
                 **fields, kind=kind, link=link, reference=reference, align_axis=align_axis
             )
         )
-    seeds = _wrap_or_clip(params[:, :n], lower, upper, continuous)
+    seeds = wrap_or_clip(params[:, :n], lower, upper, continuous)
     # Only the joints that move an objective's link are unknowns (a Panda's finger joint is
     # not, for its hand): a smaller system; the others keep their seed values.
     joints = tuple(sorted({i for i in robot.q_index if i >= 0}))
@@ -567,16 +558,8 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, parallel: 
         )
     else:
         out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid, parallel)
-    q = _wrap_or_clip(out[:, :n], lower, upper, continuous)
+    q = wrap_or_clip(out[:, :n], lower, upper, continuous)
     return jnp.concatenate([q, out[:, n:]], axis=1)
-
-
-def _wrap_or_clip(q, lower, upper, continuous):
-    """(N, n): continuous joints wrapped to [-pi, pi), then every joint clipped into the
-    (inward-rounded) limits: a continuous joint's are +-pi, and a float32 wrap can land on
-    -pi rounded outwards."""
-    wrapped = jnp.where(continuous, jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi, q)
-    return jnp.clip(wrapped, lower, upper)
 
 
 def _sharded_solve(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -36,16 +37,16 @@ class PoseSolver:
         orientation_weight: float,
         options: dict,
     ):
-        template = obj.pose(
+        self._pose = functools.partial(
+            obj.pose,
             link,
-            np.array([1.0, 0, 0, 0, 0, 0, 0]),
             reference=reference,
             position_weight=position_weight,
             orientation_weight=orientation_weight,
         )
+        template = self._pose(np.array([1.0, 0, 0, 0, 0, 0, 0]))
         obj.validate(solver.robot, (template,))
         self._solver = solver
-        self._template = template
         self._options = options
         settings = solver.settings(**options)
         # The program's flat input is [settings, seed, target, the template's other fields];
@@ -76,16 +77,7 @@ class PoseSolver:
         shape = getattr(target, "shape", None) or np.shape(target)  # an array's is cheaper
         if shape != (7,) or (seed is not None and np.shape(seed) != (self._n,)):
             return self._solver.solve(
-                obj.pose(
-                    self._template.link,
-                    target,
-                    reference=self._template.reference,
-                    position_weight=self._template.weights[0],
-                    orientation_weight=self._template.weights[1],
-                ),
-                seed=seed,
-                timeout=timeout,
-                **self._options,
+                self._pose(target), seed=seed, timeout=timeout, **self._options
             )
         # Straight into the program's input: it normalises the quaternion, puts the seed
         # into the limits and flags NaN (checked below, off the path of a solved target).

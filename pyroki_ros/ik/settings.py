@@ -64,7 +64,8 @@ class _Settings:
     iterations_per_restart: jax.Array  # () int
     max_iterations: jax.Array  # () int, per problem over all restarts
     first_restart: jax.Array  # () int, index of the first attempt (0: from the seed)
-    # host only, not packed: the per-solve limits (None: the robot's) and the default seed
+    # host only, not packed: the solve's limits (the robot's unless narrowed) and the default
+    # seed (the middle of them)
     limits: JointLimits | None = None
     center: np.ndarray | None = None
 
@@ -192,8 +193,8 @@ def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> 
         "sample_lower": sample_lower,
         "sample_upper": sample_upper,
         "wraps": effective.wraps,
-        "limits": limits,
-        "center": None if limits is None else (sample_lower + sample_upper) / 2,
+        "limits": effective,
+        "center": urdf.center() if limits is None else (sample_lower + sample_upper) / 2,
     }
 
 

@@ -88,11 +88,6 @@ class IKSolver:
         self._lock = threading.Lock()
         self._settings_cache: dict = {}
         self._derived: dict = {}  # see _per_settings
-        # Host copies, so that a call does no device round trip before the solve itself.
-        self._lower, self._upper = np.array(robot.limits.bounds, np.float64).reshape(-1, 2).T
-        self._center = (self._lower + self._upper) / 2
-        self._continuous = np.asarray(robot.continuous, bool)
-        self._any_continuous = bool(self._continuous.any())
         self._dtype = np.dtype(robot.dtype)
 
     def program(self, structure: tuple, size: int):
@@ -187,20 +182,9 @@ class IKSolver:
         if not (settings.rest_weight > 0 or timed):
             return settings
 
-        def make() -> _Settings:
-            first = settings
-            if settings.rest_weight > 0:
-                first = dataclasses.replace(
-                    first,
-                    max_iterations=min(first.max_iterations, 2 * first.iterations_per_restart),
-                )
-            if timed:
-                first = dataclasses.replace(
-                    first,
-                    max_iterations=min(first.max_iterations, settings.iterations_per_restart),
-                )
-            return first
-
+        # a rest bias alone: two attempts; a time budget: the attempt from the seed only
+        cap = min(settings.max_iterations, (1 if timed else 2) * settings.iterations_per_restart)
+        make = lambda: dataclasses.replace(settings, max_iterations=cap)
         return self._per_settings(settings, ("first stage", timed), make)
 
     def stage_plan(self, settings: _Settings, timed: bool) -> StagePlan:
@@ -208,8 +192,7 @@ class IKSolver:
         once: the first stage's settings packed, the default seed. ``timed``: with a time
         budget. Finish such a call with :meth:`finish_one`."""
         first = self._first_stage(settings, timed)
-        seed = self._center if settings.center is None else settings.center
-        return StagePlan(settings, first, self._packed(first, 1), seed, self._dtype)
+        return StagePlan(settings, first, self._packed(first, 1), settings.center, self._dtype)
 
     def finish_one(
         self,
@@ -238,19 +221,6 @@ class IKSolver:
         return self._per_settings(
             settings, ("packed", count), lambda: settings.pack(count, self._dtype)
         )
-
-    def into_limits(self, q: np.ndarray, limits: JointLimits | None = None) -> np.ndarray:
-        """Host-side, float64: continuous joints wrapped to [-pi, pi), others clipped (the
-        solver's rule, applied to seeds before they are cast to the program's dtype, so that
-        a continuous joint's accumulated angle wraps exactly). ``limits``: per-solve limits
-        (default the robot's)."""
-        if limits is not None:
-            return limits.clip(q)
-        clipped = np.minimum(np.maximum(q, self._lower), self._upper)
-        if not self._any_continuous:
-            return clipped
-        wrapped = np.mod(q + np.pi, 2 * np.pi) - np.pi
-        return np.where(self._continuous, wrapped, clipped)
 
     def pose_solver(
         self,
@@ -328,12 +298,12 @@ class IKSolver:
         settings = self._cached_settings(options)
         n = robot.n_joints
         if seed is None:
-            seed = self._center if settings.center is None else settings.center
+            seed = settings.center
         else:
             seed = np.asarray(seed, np.float64)
             if seed.ndim == 0 or seed.shape[-1] != n:
                 raise ValueError(f"seed must have shape (*batch, {n}), got {seed.shape}")
-            seed = self.into_limits(seed, settings.limits)  # NaN survives: checked below
+            seed = settings.limits.clip(seed)  # NaN survives: checked below
         shapes = {seed.shape[:-1]} | {o.batch_shape for o in objectives}
         try:
             batch = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
@@ -408,13 +378,8 @@ class IKSolver:
             stage = dataclasses.replace(
                 settings, max_iterations=budget, first_restart=round_index * _FIRST_PASS_RESTARTS
             )
-            records, cut = self._staged(
-                params[todo],
-                stage,
-                keys,
-                time.perf_counter(),
-                max(left, 1e-9) if timeout > 0 else 0.0,
-            )
+            time_left = max(left, 1e-9) if timeout > 0 else 0.0
+            records, cut = self._staged(params[todo], stage, keys, time.perf_counter(), time_left)
             records = np.asarray(records, np.float64)
             spent += budget
             converged = records[:, success] > 0.5

@@ -117,9 +117,7 @@ class JointLimits:
         :meth:`inner` (a float32 wrap can land on -pi rounded outwards, so wrapped joints are
         clipped too)."""
         if isinstance(q, jax.Array | jax.core.Tracer):
-            low, high = self.inner(q.dtype)
-            wrapped = jnp.where(self.wraps, jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi, q)
-            return jnp.clip(wrapped, low, high)
+            return wrap_or_clip(q, *self.inner(q.dtype), self.wraps)
         q = np.asarray(q, np.float64)
         clipped = np.minimum(np.maximum(q, self.lower), self.upper)
         if not self.wraps.any():
@@ -175,6 +173,12 @@ class JointLimits:
                 f"[{self.lower[i]:.6g}, {self.upper[i]:.6g}] or is empty"
             )
         return JointLimits(tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags))
+
+
+def wrap_or_clip(q, lower, upper, wraps):
+    """JAX: ``q`` (*batch, n) with the joints ``wraps`` wrapped to [-pi, pi), then every joint
+    clipped into [lower, upper] (a float32 wrap can land on -pi rounded outwards)."""
+    return jnp.clip(jnp.where(wraps, jnp.mod(q + jnp.pi, 2 * jnp.pi) - jnp.pi, q), lower, upper)
 
 
 @functools.cache

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -91,29 +90,23 @@ class Robot:
         link_index = {name: i for i, name in enumerate(description.link_names)}
 
         n_links = len(description.link_names)
-        origins = np.zeros((n_links, 7))
-        origins[:, 0] = 1.0
-        axes = np.zeros((n_links, 3))
-        axes[:, 0] = 1.0
+        origins = np.tile([1.0, 0, 0, 0, 0, 0, 0], (n_links, 1))
+        axes = np.tile([1.0, 0, 0], (n_links, 1))
         multipliers, offsets = np.ones(n_links), np.zeros(n_links)
-        parent_index, joint_type, q_index, link_joint_names = [], [], [], []
+        # per link; the root's entries (and a fixed joint's type and q_index) stay as set here
+        parent_index, joint_type, q_index = [-1] * n_links, [FIXED] * n_links, [-1] * n_links
+        link_joint_names = [""] * n_links
         for i, link in enumerate(description.link_names):
             joint = by_child.get(link)
             if joint is None:  # the root
-                parent_index.append(-1)
-                joint_type.append(FIXED)
-                q_index.append(-1)
-                link_joint_names.append("")
                 continue
-            parent_index.append(link_index[joint.parent])
-            link_joint_names.append(joint.name)
+            parent_index[i] = link_index[joint.parent]
+            link_joint_names[i] = joint.name
             origins[i] = jaxlie.SE3.from_matrix(joint.origin).wxyz_xyz
             axes[i] = joint.axis
             if joint.type == "fixed":
-                joint_type.append(FIXED)
-                q_index.append(-1)
                 continue
-            joint_type.append(_TYPE_CODE[joint.type])
+            joint_type[i] = _TYPE_CODE[joint.type]
             # Resolve mimic chains down to the actuated joint that drives them.
             source, multiplier, offset = joint, 1.0, 0.0
             while source.mimic_joint is not None:
@@ -122,7 +115,7 @@ class Robot:
                     (multiplier * source.offset + offset),
                 )
                 source = by_name[source.mimic_joint]
-            q_index.append(actuated_index[source.name])
+            q_index[i] = actuated_index[source.name]
             multipliers[i], offsets[i] = multiplier, offset
 
         limits = JointLimits.create(
@@ -336,13 +329,6 @@ class Robot:
     def center(self) -> jax.Array:
         """Midpoint of the limits, (n_joints,)."""
         return jnp.asarray(self.limits.center(), self.dtype)
-
-    def describe(self, kind: Literal["short", "long"] = "short") -> str:
-        lines = [f"robot '{self.name}': {self.n_links} links, {self.n_joints} actuated joints"]
-        if kind == "long":
-            for i, j in enumerate(self.joint_names):
-                lines.append(f"  {j}: [{float(self.lower[i]):+.4f}, {float(self.upper[i]):+.4f}]")
-        return "\n".join(lines)
 
 
 def _some(names: tuple[str, ...], limit: int = 12) -> str:

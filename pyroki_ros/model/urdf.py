@@ -61,7 +61,7 @@ def read_urdf(source: str | os.PathLike) -> tuple[URDFDescription, yourdfpy.URDF
         URDFError: with a message naming the problem.
     """
     xml_root = _parse_xml(source)
-    _check_structure(xml_root)
+    order = _check_structure(xml_root)
     try:
         robot = yourdfpy.URDF._parse_robot(xml_element=xml_root)
         urdf = yourdfpy.URDF(
@@ -69,7 +69,7 @@ def read_urdf(source: str | os.PathLike) -> tuple[URDFDescription, yourdfpy.URDF
         )
     except Exception as e:  # yourdfpy's own errors carry no context; add ours
         raise URDFError(f"yourdfpy could not read the URDF: {type(e).__name__}: {e}") from e
-    return _describe(urdf), urdf
+    return _describe(urdf, order), urdf
 
 
 def _parse_xml(source: str | os.PathLike) -> etree._Element:
@@ -107,8 +107,9 @@ def _optional_float(element: etree._Element | None, attribute: str, what: str) -
     return _floats(element, attribute, 1, "", what)[0]
 
 
-def _check_structure(root: etree._Element) -> None:
-    """Checks what yourdfpy would not: names, references, numbers and the tree shape."""
+def _check_structure(root: etree._Element) -> tuple[str, ...]:
+    """Checks what yourdfpy would not: names, references, numbers and the tree shape.
+    Returns the link names breadth-first from the root, children in document order."""
     if not isinstance(root.tag, str) or etree.QName(root).localname != "robot":
         raise URDFError(f"URDF root element must be <robot>, got <{root.tag}>")
     links = root.findall("link")
@@ -208,27 +209,18 @@ def _check_structure(root: etree._Element) -> None:
     children: dict[str, list[str]] = {}
     for child, parent in parent_of.items():
         children.setdefault(parent, []).append(child)
-    reached, stack = {roots[0]}, [roots[0]]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            reached.add(child)
-            stack.append(child)
-    if len(reached) != len(link_names):
-        loop = sorted(known_links - reached)
-        raise URDFError(f"links {', '.join(loop[:5])} form a loop not connected to the root")
-
-
-def _describe(urdf: yourdfpy.URDF) -> URDFDescription:
-    robot = urdf.robot
-    parent_of = {j.child: j.parent for j in robot.joints}
-    children: dict[str, list[str]] = {}
-    for j in robot.joints:
-        children.setdefault(j.parent, []).append(j.child)
-    root = next(link.name for link in robot.links if link.name not in parent_of)
-    order, frontier = [root], [root]
+    order, frontier = [roots[0]], [roots[0]]
     while frontier:  # breadth-first, children in document order
         frontier = [c for link in frontier for c in children.get(link, [])]
         order.extend(frontier)
+    if len(order) != len(link_names):
+        loop = sorted(known_links - set(order))
+        raise URDFError(f"links {', '.join(loop[:5])} form a loop not connected to the root")
+    return tuple(order)
+
+
+def _describe(urdf: yourdfpy.URDF, order: tuple[str, ...]) -> URDFDescription:
+    robot = urdf.robot
 
     joints = []
     for j in robot.joints:
@@ -263,5 +255,5 @@ def _describe(urdf: yourdfpy.URDF) -> URDFDescription:
             )
         )
     return URDFDescription(
-        name=robot.name or "", root_link=root, link_names=tuple(order), joints=tuple(joints)
+        name=robot.name or "", root_link=order[0], link_names=order, joints=tuple(joints)
     )

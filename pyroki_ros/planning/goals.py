@@ -18,6 +18,7 @@ more goals. The same rule as every other check
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -86,12 +87,21 @@ class GoalSearch:
     configurations: np.ndarray
     reason: str
     message: str
-    reached: int
-    tried: int
     position_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     orientation_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     clearances: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     more: Callable[[], GoalSearch] | None = None
+
+
+def on_knots(o: obj.Objective, mask: np.ndarray) -> obj.Objective:
+    """``o`` (fields (*batch, ...)) repeated on T knots (fields (*batch, T, ...)), its weights
+    times ``mask`` (T, 1)."""
+    knots = lambda a: np.broadcast_to(
+        np.asarray(a)[..., None, :], (*a.shape[:-1], len(mask), a.shape[-1])
+    )
+    return dataclasses.replace(
+        jax.tree.map(knots, o), weights=mask * np.asarray(o.weights, np.float64)[..., None, :]
+    )
 
 
 def limit_slack(planner: TrajectoryOptimizer, q: np.ndarray) -> np.ndarray:
@@ -127,13 +137,11 @@ def search(
     t_count: int,
     position_tolerance: float = 1e-3,
     orientation_tolerance: float = math.radians(1.0),
-    seeds: int = SEEDS,
-    keep: int = KEEP,
     lazy: bool = False,
     budget: PlanBudget | None = None,
 ) -> GoalSearch:
     """Goal configurations of ``objectives`` clear of obstacles and the robot itself: one
-    batched IK solve from ``start`` (n,) and ``seeds - 1`` random seeds; those away from the
+    batched IK solve from ``start`` (n,) and SEEDS - 1 random seeds; those away from the
     joint limits (:func:`limit_slack`) first, each group nearest to the start first. When no
     solution is clear, the REFINE clearest ones are pushed clear by the collision costs
     (:func:`push_clear`, ``t_count``: the plan's knots). The IK solves to GOAL_IK_SHARE of
@@ -141,55 +149,47 @@ def search(
 
     ``lazy``: the solution from the start alone (:data:`FIRST_SEEDS`) when it is clear by
     GOAL_CLEARANCE and away from the limits, with the whole search left in ``more``;
-    otherwise the whole search at once. The random seeds are drawn first either way (``rng`` ends in the same
-    state). ``budget``: the plan's (:class:`PlanBudget`), which bounds the pushes."""
+    otherwise the whole search at once. The random seeds are drawn first either way
+    (``rng`` ends in the same state). ``budget``: the plan's (:class:`PlanBudget`), which bounds the pushes."""
     start = np.asarray(start, np.float64)
     limits = planner.robot.limits  # finite: continuous joints read (-pi, pi)
     # The later rounds' seeds from a fixed stream: ``rng`` ends in the same state whatever
     # number of rounds the search needs.
     later = np.random.default_rng(ROUNDS).uniform(
-        limits.lower, limits.upper, ((ROUNDS - 1) * seeds, len(start))
+        limits.lower, limits.upper, ((ROUNDS - 1) * SEEDS, len(start))
     )
-    q0 = np.concatenate([rng.uniform(limits.lower, limits.upper, (seeds, len(start))), later])
+    q0 = np.concatenate([rng.uniform(limits.lower, limits.upper, (SEEDS, len(start))), later])
     q0[0] = start
     if active_joints is not None:  # inactive joints keep the start's value
         fixed = ~np.isin(planner.robot.joint_names, tuple(active_joints))
         q0[:, fixed] = start[fixed]
-    tolerances = {
-        "position_tolerance": position_tolerance,
-        "orientation_tolerance": orientation_tolerance,
-    }
-
-    def whole() -> GoalSearch:
-        return _search(planner, objectives, start, active_joints, world, contacts, moving, q0,
-                       t_count=t_count, keep=keep, budget=budget, **tolerances)  # fmt: skip
-
-    if lazy and seeds > FIRST_SEEDS:
-        first = _solve(planner, objectives, q0[:FIRST_SEEDS], active_joints, **tolerances)
-        q = np.asarray(first.q, np.float64)[np.asarray(first.success, bool)]
-        clearance = np.full(len(q), np.inf)
-        if len(q) and planner.spheres is not None:
-            clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
+    solve = functools.partial(
+        _solutions, planner, objectives, world=world, contacts=contacts, moving=moving,
+        active_joints=active_joints, position_tolerance=GOAL_IK_SHARE * position_tolerance,
+        orientation_tolerance=GOAL_IK_SHARE * orientation_tolerance,
+    )  # fmt: skip
+    whole = lambda: _search(planner, objectives, start, world, contacts, moving, q0, solve,
+                            t_count=t_count, budget=budget)  # fmt: skip
+    if lazy:
+        _, q, clearance = solve(q0[:FIRST_SEEDS])
         usable = (clearance >= GOAL_CLEARANCE) & limit_slack(planner, q)
         if usable.any():
-            order = _ranked(planner, q[usable], start, keep, clearance[usable])
+            order = _ranked(planner, q[usable], start, clearance[usable])
             q, clearance = q[usable][order], clearance[usable][order]
-            return GoalSearch(
-                q, "", "", int(usable.sum()), FIRST_SEEDS, clearances=clearance, more=whole
-            )
+            return GoalSearch(q, "", "", clearances=clearance, more=whole)
     return whole()
 
 
 def _ranked(
-    planner: TrajectoryOptimizer, q: np.ndarray, start: np.ndarray, keep: int, clearance
+    planner: TrajectoryOptimizer, q: np.ndarray, start: np.ndarray, clearance
 ) -> np.ndarray:
-    """Indices of at most ``keep`` distinct goal configurations of q (B, n) with their
+    """Indices of at most KEEP distinct goal configurations of q (B, n) with their
     ``clearance`` (B,): those at least GOAL_CLEARANCE clear when there are any (else all),
     those away from the joint limits first, each group nearest to ``start`` first."""
     order = np.flatnonzero(_thick_or_all(clearance))
     order = order[np.argsort(np.linalg.norm(q[order] - start, axis=-1), kind="stable")]
     order = order[np.argsort(~limit_slack(planner, q[order]), kind="stable")]
-    return order[distinct(q[order])][:keep]
+    return order[distinct(q[order])][:KEEP]
 
 
 def _thick_or_all(clearance) -> np.ndarray:
@@ -216,33 +216,27 @@ def extended(found: GoalSearch) -> GoalSearch:
     )
 
 
-def _solve(planner: TrajectoryOptimizer, objectives, q0, active_joints, *,
-           position_tolerance: float, orientation_tolerance: float):  # fmt: skip
-    """The goal IK from the seeds ``q0`` (B, n), to GOAL_IK_SHARE of the plan's tolerances."""
-    return planner.ik.solve(
-        objectives,
-        seed=q0,
-        active_joints=active_joints,
-        position_tolerance=GOAL_IK_SHARE * position_tolerance,
-        orientation_tolerance=GOAL_IK_SHARE * orientation_tolerance,
-    )
+def _solutions(planner: TrajectoryOptimizer, objectives, q0, rows: int = 1, *, world, contacts,
+               moving, **ik):  # fmt: skip
+    """The goal IK from the seeds ``q0`` (B, n): its result, the solutions that reached the
+    goal (k, n) and their clearances (k,) (``rows``: :meth:`TrajectoryOptimizer.clearances`)."""
+    result = planner.ik.solve(objectives, seed=q0, **ik)
+    q = np.asarray(result.q, np.float64)[np.asarray(result.success, bool)]
+    return result, q, np.asarray(planner.clearances(q, world, contacts, moving, rows), np.float64)
 
 
 def _search(
     planner: TrajectoryOptimizer,
     objectives: tuple[obj.Objective, ...],
     start: np.ndarray,
-    active_joints: tuple[str, ...] | None,
     world: col.World | None,
     contacts: col.ContactRules,
     moving: np.ndarray,
     q0: np.ndarray,
+    solve: Callable,
     *,
     t_count: int,
-    keep: int,
     budget: PlanBudget | None,
-    position_tolerance: float,
-    orientation_tolerance: float,
 ) -> GoalSearch:
     """:func:`search` from the seeds of ``q0`` (ROUNDS * S, n) (row 0: the start), S at a
     time while no solution is clear."""
@@ -250,16 +244,10 @@ def _search(
     empty = np.zeros((0, len(start)))
     found, clearances = [], []
     for at in range(0, len(q0), seeds):
-        ik = _solve(planner, objectives, q0[at : at + seeds], active_joints,
-                    position_tolerance=position_tolerance,
-                    orientation_tolerance=orientation_tolerance)  # fmt: skip
-        q = np.asarray(ik.q, np.float64)[np.asarray(ik.success, bool)]
-        clearance = np.full(len(q), np.inf)
-        if len(q) and planner.spheres is not None:
-            # On ``seeds`` rows: one program whatever number of seeds reached the goal,
-            # compiled with the search (a lazy plan's first use of the whole search would
-            # otherwise compile one per power of two of that number).
-            clearance = np.asarray(planner.clearances(q, world, contacts, moving, rows=seeds))
+        # On ``seeds`` rows: one program whatever number of seeds reached the goal,
+        # compiled with the search (a lazy plan's first use of the whole search would
+        # otherwise compile one per power of two of that number).
+        ik, q, clearance = solve(q0[at : at + seeds], seeds)
         found.append(q)
         clearances.append(clearance)
         spent = budget is not None and budget.left() <= 0
@@ -275,8 +263,6 @@ def _search(
             GOAL_UNREACHABLE,
             f"no IK solution of the goal from {tried} seeds: the closest misses it by "
             f"{np.max(position[best]) * 1e3:.1f} mm / {np.degrees(np.max(angle[best])):.2f} deg",
-            0,
-            tried,
             position[best],
             angle[best],
         )
@@ -293,15 +279,13 @@ def _search(
                 f"every one of {len(q)} IK solutions of the goal collides, also when "
                 f"pushed clear{cut}; in the clearest, {side_a} and {side_b} overlap by "
                 f"{-depth * 1e3:.1f} mm",
-                len(q),
-                tried,
             )
         q = pushed
         clearance = np.asarray(planner.clearances(q, world, contacts, moving), np.float64)
     else:
         q, clearance = q[clearance >= 0], clearance[clearance >= 0]
-    order = _ranked(planner, q, start, keep, clearance)
-    return GoalSearch(q[order], "", "", len(q), tried, clearances=clearance[order])
+    order = _ranked(planner, q, start, clearance)
+    return GoalSearch(q[order], "", "", clearances=clearance[order])
 
 
 def push_clear(
@@ -323,13 +307,7 @@ def push_clear(
     own compiled program (same objectives, same knots, padded to the plan's rows) does it,
     where a one-knot problem would compile a program of its own, per obstacle bucket."""
     free = np.ones((t_count, len(q[0]))) * moving
-    goal = tuple(
-        dataclasses.replace(
-            jax.tree.map(lambda a: np.broadcast_to(a, (t_count, a.shape[-1])), o),
-            weights=np.ones((t_count, 1)) * np.asarray(o.weights, np.float64),
-        )
-        for o in objectives
-    )
+    goal = tuple(on_knots(o, np.ones((t_count, 1))) for o in objectives)
     kept = []
     for c in q:
         if budget is not None and not budget.affords(t_count):

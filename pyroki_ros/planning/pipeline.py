@@ -16,7 +16,6 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
 
 from pyroki_ros import collision as col
@@ -184,13 +183,13 @@ def plan(
     rng = np.random.default_rng(seed)
     margin = float(options.get("margin", 0.02))
     goal_objectives = _goal_objectives(goal)
-    joint_goal = not goal_objectives
     # Start paths in turn, a batch of each size (planner.start_batches: one at a time by
     # default), stopping at the first success.
     attempts = (num_starts,) if num_starts else planner.start_batches
     found = None
     budget = PlanBudget(planner, timeout, clock, world)  # the goal search's pushes count too
-    if joint_goal:
+    names = None if active_joints is None else tuple(active_joints)
+    if not goal_objectives:
         known = [_joint_goal(robot, goal, start, active)]
         ends = [_clearance(planner, known[0], world, contacts, active)]
         if ends[0] < 0:
@@ -198,7 +197,6 @@ def plan(
                                  start=start, reason=GOAL_IN_COLLISION)  # fmt: skip
             return _exact_fallback(arguments, refusal, clock, spent)
     else:
-        names = None if active_joints is None else tuple(active_joints)
         found = goal_search.search(
             planner, goal_objectives, start, names, world, contacts, active, rng,
             t_count=t_count,
@@ -284,8 +282,12 @@ def plan(
         global_next = used == 0 and len(attempts) > 1 and global_step
         iterations = min(planned, first_path_iterations) if global_next else planned
         used += count
-        candidate = _refine(planner, solve(starts, iterations, free=free), solve, free,
-                            weights, goal_objectives, active_joints)  # fmt: skip
+        # A pose goal the path missed: tightened onto it (one that collides goes as it is).
+        candidate = solve(starts, iterations, free=free)
+        if goal_objectives and not candidate.success:
+            candidate = _exact_goal(
+                planner, candidate, goal_objectives, names, free, solve, weights
+            )
         if result is None or _better(candidate, result):
             result = candidate
         if progress is not None:
@@ -329,8 +331,6 @@ def _checked_configuration(robot: Robot, q, what: str) -> np.ndarray:
 
 def _clearance(planner: TrajectoryOptimizer, q, world, contacts, active) -> float:
     """The clearance (m) of the configuration ``q`` (n,): inf without a sphere model."""
-    if planner.spheres is None:
-        return math.inf
     return float(planner.clearances(q[None], world, contacts, active)[0])
 
 
@@ -358,8 +358,6 @@ def _blocked_share(planner: TrajectoryOptimizer, a, b, world, contacts, active) 
     """The share of the straight joint-space line from ``a`` to ``b`` (n,) inside obstacles
     (clearance < 0 at :data:`BLOCKED_SAMPLES` evenly spaced configurations); 0 without a
     sphere model."""
-    if planner.spheres is None:
-        return 0.0
     line = np.linspace(a, b, BLOCKED_SAMPLES)
     return float(np.mean(planner.clearances(line, world, contacts, active) < 0))
 
@@ -518,17 +516,13 @@ def _margins(margin: float, start_clearance: float, ends, t_count: int) -> np.nd
 
 def _goal_objectives(goal) -> tuple[obj.Objective, ...]:
     """A pose goal's objectives, or () for a joint goal (n,)."""
-    joint_goal = isinstance(goal, np.ndarray) or (
-        not isinstance(goal, obj.Objective)
-        and len(goal) > 0
-        and not isinstance(goal[0], obj.Objective)
-    )
-    if joint_goal:
+    if isinstance(goal, obj.Objective):
+        return (goal,)
+    if isinstance(goal, np.ndarray) or (len(goal) and not isinstance(goal[0], obj.Objective)):
         return ()
-    goal_objectives = (goal,) if isinstance(goal, obj.Objective) else tuple(goal)
-    if not goal_objectives:
+    if not len(goal):
         raise ValueError("no goal given")
-    return goal_objectives
+    return tuple(goal)
 
 
 def _joint_goal(robot: Robot, goal, start, active) -> np.ndarray:
@@ -550,30 +544,8 @@ def _knot_objectives(goal_objectives, waypoints, t_count: int) -> tuple[obj.Obje
         for o in group:
             if o.batch_shape != ():
                 raise ValueError("goal and waypoint objectives must be single (unbatched)")
-            mask = np.zeros((t_count, 1))
-            mask[knot] = 1.0
-            per_knot.append(
-                dataclasses.replace(
-                    jax.tree.map(lambda a: np.broadcast_to(a, (t_count, a.shape[-1])), o),
-                    weights=mask * np.asarray(o.weights, np.float64),
-                )
-            )
+            per_knot.append(goal_search.on_knots(o, np.arange(t_count)[:, None] == knot))
     return tuple(per_knot)
-
-
-def _refine(
-    planner: TrajectoryOptimizer, candidate, solve, free, weights, goal_objectives, active_joints
-) -> PlanResult:
-    """An optimised start path (a pose goal it missed) tightened onto its goal. A path that
-    still collides goes as it is: the next start path is tried instead. (Penalty
-    continuation, re-optimising such a path with tenfold collision weights, was removed:
-    without it random scenes plan as often and their p95 halves,
-    docs/benchmarks/trajopt_penalty_ab.md; MotionBenchMaker's figures in the README.)"""
-    if goal_objectives and not candidate.success:
-        candidate = _exact_goal(
-            planner, candidate, goal_objectives, active_joints, free, solve, weights
-        )
-    return candidate
 
 
 def warm_up(
@@ -680,19 +652,16 @@ def plan_batch(
     goals = np.asarray(goals, np.float64)
     if starts.ndim != 2 or starts.shape[1] != n or len(starts) == 0:
         raise ValueError(f"starts must have shape (B >= 1, {n}), got {starts.shape}")
-    if goals.shape not in ((len(starts), n), (len(starts), 7)):
+    width, kind = (n, "joint goals; pose goals need tip") if tip is None else (7, "wxyz_xyz")
+    if goals.shape != (len(starts), width):
         raise ValueError(
-            f"goals must have shape ({len(starts)}, {n}) or ({len(starts)}, 7), got {goals.shape}"
+            f"goals must have shape ({len(starts)}, {width}) ({kind}), got {goals.shape}"
         )
     if not (np.isfinite(starts).all() and np.isfinite(goals).all()):
         raise ValueError("starts or goals contain NaN or infinite values")
     if num_steps < 2:
         raise ValueError(f"num_steps must be >= 2, got {num_steps}")
     t_count = int(num_steps)
-    if tip is not None and goals.shape[1] != 7:
-        raise ValueError(f"pose goals of '{tip}' must have shape (B, 7) wxyz_xyz")
-    if tip is None and goals.shape[1] != n:
-        raise ValueError(f"joint goals must have shape (B, {n}); pose goals need tip")
     if batched is None:
         batched = planner.device.platform != "cpu"
     if not batched:
@@ -705,39 +674,33 @@ def plan_batch(
                 )
             except ValueError as e:
                 raise ValueError(f"pair {i}: {e}") from None
-        seconds = time.perf_counter() - clock
-        return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
-    free = np.ones((t_count, n))
-    free[0] = 0.0
-    objectives: tuple[obj.Objective, ...] = ()
-    if tip is not None:
-        goal_q = planner.ik.solve(obj.pose(tip, goals), seed=starts).q
-        mask = np.zeros((t_count, 1))
-        mask[-1] = 1.0
-        pose = obj.pose(tip, np.broadcast_to(goals[:, None], (len(goals), t_count, 7)))
-        objectives = (dataclasses.replace(pose, weights=mask * np.asarray(pose.weights)),)
     else:
-        goal_q = planner.robot.limits.clip(goals)
-        free[-1] = 0.0
-    knots = np.linspace(0.0, 1.0, t_count)[None, :, None]
-    paths = starts[:, None] + knots * (goal_q - starts)[:, None]
-    options.setdefault("early_stop", EARLY_STOP)
-    results = planner.optimize(paths, objectives, world=world, free=free, each=True, **options)
-    if replan_failures:
-        # as plan(): a measured start may sit a little past a limit
-        inside = ~planner.robot.limits.outside(starts, MEASURED_SLACK).any(-1)
-        for i, batched in enumerate(results):
-            if batched.success or not inside[i]:
-                continue
-            goal = obj.pose(tip, goals[i]) if tip is not None else goal_q[i]
-            alone = plan(planner, starts[i], goal, world=world, num_steps=t_count, **options)
-            if _better(alone, batched):  # success first: a successful re-plan always wins
+        free = np.ones((t_count, n))
+        free[0] = 0.0
+        objectives: tuple[obj.Objective, ...] = ()
+        if tip is not None:
+            pose = obj.pose(tip, goals)
+            goal_q = planner.ik.solve(pose, seed=starts).q
+            objectives = (goal_search.on_knots(pose, np.arange(t_count)[:, None] == t_count - 1),)
+        else:
+            goal_q = planner.robot.limits.clip(goals)
+            free[-1] = 0.0
+        knots = np.linspace(0.0, 1.0, t_count)[None, :, None]
+        paths = starts[:, None] + knots * (goal_q - starts)[:, None]
+        options.setdefault("early_stop", EARLY_STOP)
+        results = planner.optimize(paths, objectives, world=world, free=free, each=True, **options)
+        if replan_failures:
+            # as plan(): a measured start may sit a little past a limit
+            inside = ~planner.robot.limits.outside(starts, MEASURED_SLACK).any(-1)
+            for i, batched in enumerate(results):
+                if batched.success or not inside[i]:
+                    continue
+                goal = obj.pose(tip, goals[i]) if tip is not None else goal_q[i]
+                alone = plan(planner, starts[i], goal, world=world, num_steps=t_count, **options)
+                # success first: a successful re-plan always wins
+                kept, note = (alone, "") if _better(alone, batched) else (batched, ": no better")
                 results[i] = dataclasses.replace(
-                    alone, message=f"{alone.message} (re-planned alone)"
-                )
-            else:
-                results[i] = dataclasses.replace(
-                    batched, message=f"{batched.message} (re-planned alone: no better)"
+                    kept, message=f"{kept.message} (re-planned alone{note})"
                 )
     seconds = time.perf_counter() - clock
     return [dataclasses.replace(r, solve_seconds=seconds) for r in results]
@@ -760,13 +723,7 @@ def _initial_path(
 
 
 def _exact_goal(
-    planner: TrajectoryOptimizer,
-    result,
-    goal_objectives,
-    active_joints,
-    free,
-    solve,
-    weights: Weights,
+    planner: TrajectoryOptimizer, result, goal_objectives, names, free, solve, weights: Weights
 ) -> PlanResult:
     """The goal costs trade a little accuracy for smoothness and clearance. Tighten them:
     re-optimise with the goal weight raised tenfold, twice (the collision costs stay on
@@ -785,7 +742,6 @@ def _exact_goal(
         if best.success:
             break
     if not best.success and min(best.min_distance, best.min_self_distance) >= 0:
-        names = None if active_joints is None else tuple(active_joints)
         ik = planner.ik.solve(
             goal_objectives,
             seed=best.path[-1],

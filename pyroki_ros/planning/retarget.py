@@ -207,17 +207,13 @@ def retarget(
         raise ValueError(f"vector_weight must be finite and >= 0, got {vector_weight}")
     start = retarget_start(planner, links, targets[0], weights_k, seed, active_joints)
     starts = np.repeat(start[None, None], t_count, 1)
-    vector_targets = (
-        np.stack([targets[:, j] - targets[:, i] for i, j in pairs], 1) if pairs else None
-    )
+    tails, heads = [i for i, _ in pairs], [j for _, j in pairs]
     solve = functools.partial(
         planner.optimize,
         objectives=per_link,
         vectors=tuple((links[i], links[j]) for i, j in pairs),
-        vector_targets=vector_targets,
-        vector_weights=np.broadcast_to(on * weights.goal * vector_weight, (t_count, len(pairs)))
-        if pairs
-        else None,
+        vector_targets=targets[:, heads] - targets[:, tails],
+        vector_weights=np.broadcast_to(on * weights.goal * vector_weight, (t_count, len(pairs))),
         world=world,
         free=free,
         weights=weights,

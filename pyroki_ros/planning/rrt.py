@@ -60,6 +60,7 @@ BATCH = 32  # samples drawn (tree extensions) per round
 CONNECT = 8  # new nodes per round that try to connect to the other tree
 SHORTCUT_ROUNDS = 6
 SHORTCUT_PAIRS = 24  # random vertex pairs tried per shortcut round
+SHORTCUT_LONGEST = 0.5  # rad (Euclidean): a path is subdivided to this before its shortcuts
 # m of clearance per rad from a start or goal closer than the margin (Checker.relax_near). At
 # 0.1 the goal trees of grasps (fingers 1-5 mm from the object) rarely grew: 3 of 6 MBM
 # problems found in 2 s; at 0.02 all 6 (table_pick/1, /3, /6, table_under_pick/9, cage/5,
@@ -127,7 +128,6 @@ class RRTResult:
     goal_index: int
     rounds: int
     nodes: int
-    checked: int
     seconds: float
 
 
@@ -391,16 +391,8 @@ def rrt_connect(
     start_valid = checker.valid(start[None])[0]  # compiles the check for a new scene bucket
 
     def result(path, reason, goal=-1, rounds=0, nodes=0) -> RRTResult:
-        return RRTResult(
-            path,
-            path is not None,
-            reason,
-            goal,
-            rounds,
-            nodes,
-            checker.count,
-            time.perf_counter() - clock.start,
-        )
+        seconds = time.perf_counter() - clock.start
+        return RRTResult(path, path is not None, reason, goal, rounds, nodes, seconds)
 
     if not start_valid:
         return result(None, "start is not clear of obstacles by the margin")
@@ -461,47 +453,37 @@ def rrt_connect(
         progress = fraction * gap[pick] > resolution
         if progress.any():
             other.add(reached[progress], toward[pick][progress])
-    return result(
-        None,
-        f"no path found within {budget:.3g} s ({rounds} rounds)",
-        rounds=rounds,
-        nodes=len(trees[0]) + len(trees[1]),
-    )
+    reason = f"no path found within {budget:.3g} s ({rounds} rounds)"
+    return result(None, reason, rounds=rounds, nodes=len(trees[0]) + len(trees[1]))
 
 
-def subdivide(path: np.ndarray, longest: float) -> np.ndarray:
-    """(m', n): ``path`` (m, n) with points inserted so that no segment is longer than
-    ``longest`` (Euclidean)."""
+def _filled(path: np.ndarray, counts) -> np.ndarray:
+    """``path`` (m, n) with its segment i replaced by ``counts[i]`` evenly spaced points (its
+    end the last)."""
     out = [path[:1]]
-    for a, b in itertools.pairwise(path):
-        pieces = max(1, math.ceil(np.linalg.norm(b - a) / longest))
-        f = (np.arange(1, pieces + 1) / pieces)[:, None]
-        out.append(a + f * (b - a))
+    for a, b, c in zip(path[:-1], path[1:], counts):
+        out.append(a + (np.arange(1, c + 1) / c)[:, None] * (b - a))
     return np.concatenate(out)
 
 
-def shortcut(
-    checker: Checker,
-    path: np.ndarray,
-    rng: np.random.Generator,
-    *,
-    rounds: int = SHORTCUT_ROUNDS,
-    pairs: int = SHORTCUT_PAIRS,
-    longest: float = 0.5,
-    resolution: float = RESOLUTION,
-) -> np.ndarray:
+def shortcut(checker: Checker, path: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A shorter path (m', n) with the same ends: ``path`` (m, n) subdivided (segments of at
-    most ``longest``), then per round ``pairs`` random vertex pairs (i, j > i + 1) checked at
+    most SHORTCUT_LONGEST), then per round SHORTCUT_PAIRS random vertex pairs (i, j > i + 1) checked at
     once; the valid straight edges that save most replace the vertices between their ends,
     as many as do not overlap."""
-    path = subdivide(np.asarray(path, np.float64), longest)
-    for _ in range(rounds):
+    path = np.asarray(path, np.float64)
+    pieces = [
+        max(1, math.ceil(np.linalg.norm(b - a) / SHORTCUT_LONGEST))
+        for a, b in itertools.pairwise(path)
+    ]
+    path = _filled(path, pieces)  # no segment longer than SHORTCUT_LONGEST
+    for _ in range(SHORTCUT_ROUNDS):
         m = len(path)
         if m < 3:
             break
-        i = rng.integers(0, m - 2, pairs)
+        i = rng.integers(0, m - 2, SHORTCUT_PAIRS)
         j = rng.integers(i + 2, m)
-        fraction, _ = checker.edges(path[i], path[j], resolution)
+        fraction, _ = checker.edges(path[i], path[j])
         seg = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))]
         saved = (seg[j] - seg[i]) - np.linalg.norm(path[j] - path[i], axis=1)
         taken = np.zeros(m, bool)  # vertices strictly inside a chosen shortcut
@@ -536,11 +518,7 @@ def resample(path: np.ndarray, t_count: int) -> np.ndarray:
     counts = 1 + np.floor(share).astype(int)
     left = t_count - 1 - counts.sum()
     counts[np.argsort(-(share - np.floor(share)), kind="stable")[:left]] += 1
-    out = [path[:1]]
-    for a, b, c in zip(path[:-1], path[1:], counts):
-        f = (np.arange(1, c + 1) / c)[:, None]
-        out.append(a + f * (b - a))
-    return np.concatenate(out)
+    return _filled(path, counts)
 
 
 def global_path(
@@ -571,10 +549,10 @@ def global_path(
     answer is the straight line to one of the given ``goals`` (a caller's first start path)
     or the planner has no spheres (nothing to plan around)."""
     if planner.spheres is None:
-        return None, RRTResult(None, False, "no sphere model", -1, 0, 0, 0, 0.0)
+        return None, RRTResult(None, False, "no sphere model", -1, 0, 0, 0.0)
     goals = _goal_rows(goals, planner.robot.n_joints)
     if len(goals) == 0:
-        return None, RRTResult(None, False, "no goal configuration given", -1, 0, 0, 0, 0.0)
+        return None, RRTResult(None, False, "no goal configuration given", -1, 0, 0, 0.0)
     rng = np.random.default_rng([seed, 7])
     active = np.asarray(active, bool)
     checker = Checker(planner, world, contacts, active, margin)
@@ -605,6 +583,4 @@ def global_path(
         return None, found
     if len(found.path) == 2 and np.any(np.all(np.abs(given - found.path[-1]) < 1e-9, axis=1)):
         return None, found  # the straight line to a given goal: the caller has that one
-    path = shortcut(checker, found.path, rng)
-    found = dataclasses.replace(found, checked=checker.count)
-    return resample(path, t_count), found
+    return resample(shortcut(checker, found.path, rng), t_count), found

@@ -78,15 +78,17 @@ __all__ = [
 # start or ends (<= 8), the goal search's seeds (32). A padded row costs one more row's
 # distances; another count would cost a compile of its own.
 CLEARANCE_ROWS = (8, 32)
+# Configurations per segment, on average, that a path's success check adds between its knots,
+# spread along the path by the largest joint's travel (a path of 2.5 rad of it over 64 knots:
+# one every ~10 mrad).
+DENSE_SAMPLES = 4
 
 
 class TrajectoryOptimizer:
     """Plans joint-space paths for one robot; one compiled program per problem structure
     (number of knots, objective kinds and links, obstacle buckets, number of starts).
 
-    ``dense_samples``: configurations per segment, on average, that a path's success check
-    adds between its knots, spread along the path by the largest joint's travel (a path of
-    2.5 rad of it over 64 knots: one every ~10 mrad at the default 4).
+    Its success check samples between the knots (:data:`DENSE_SAMPLES`).
 
     Example:
         >>> planner = TrajectoryOptimizer(robot, spheres)
@@ -99,7 +101,6 @@ class TrajectoryOptimizer:
         spheres: col.RobotSpheres | None = None,
         *,
         device: str | None = None,
-        dense_samples: int = 4,
         max_programs: int = 32,
         obstacle_buckets: tuple[int, ...] = WORLD_BUCKETS,
         exact: col.RobotSpheres | None = None,
@@ -119,7 +120,6 @@ class TrajectoryOptimizer:
         self.robot = robot
         self.spheres = spheres
         self.device = jax.local_devices(backend=device)[0]  # this process's (jax.distributed)
-        self.dense_samples = dense_samples
         self.schedule = schedule
         self._collide = CollisionTerms(robot, spheres)
         self.max_programs = max_programs
@@ -151,14 +151,9 @@ class TrajectoryOptimizer:
             if spheres is None:
                 raise ValueError("an exact model needs spheres to fall back from")
             self.exact = TrajectoryOptimizer(
-                robot,
-                exact,
-                device=device,
-                dense_samples=dense_samples,
-                max_programs=max_programs,
-                obstacle_buckets=obstacle_buckets,
-                schedule=schedule,
-            )
+                robot, exact, device=device, max_programs=max_programs,
+                obstacle_buckets=obstacle_buckets, schedule=schedule,
+            )  # fmt: skip
             self.exact.ik = self.ik
             hulls = exact.box_link_names[exact.n_boxes - exact.n_hulls :]
             self.exact_links = tuple(sorted(set(hulls) - set(spheres.box_link_names)))
@@ -195,7 +190,7 @@ class TrajectoryOptimizer:
             smoothing = jnp.asarray(bands, self._dtype)
             fn = functools.partial(
                 solve_starts, self.robot, self._collide, smoothing, bandwidth,
-                self.dense_samples, self.schedule,
+                DENSE_SAMPLES, self.schedule,
             )  # fmt: skip
             program = self._programs[key] = jax.jit(fn)
             self.programs_built += 1
@@ -204,29 +199,29 @@ class TrajectoryOptimizer:
             return program
 
     def _checked(
-        self, world: col.World, padded: col.World, contacts: col.ContactRules, moving: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self, world: col.World | None, contacts: col.ContactRules, moving: np.ndarray
+    ) -> tuple[col.World, col.World, tuple[np.ndarray, np.ndarray]]:
         """:func:`col.checked_pairs` with the world's columns padded like ``padded`` (the
         dummies count as checked: they are far away anyway). Kept with the last world's
         padded copy (:meth:`_padded_world`, called first): a plan asks several times."""
+        world = self._empty_world if world is None else world
+        padded = self._padded_world(world)
         if self.spheres is None:
-            return np.ones((0, padded.n_obstacles), bool), np.ones((0,), bool)
-        key = (contacts, np.asarray(moving, bool).tobytes())
-        cached = self._world_cache
-        rules = cached[2] if cached is not None and cached[0] is world else {}
-        if key in rules:
-            return rules[key]
-        world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
-        parts, start = [], 0
-        for count, size in zip(world.counts, padded.counts):
-            part = world_ok[:, start : start + count]
-            parts.append(np.pad(part, ((0, 0), (0, size - count)), constant_values=True))
-            start += count
-        checked = (np.concatenate(parts, axis=1), np.asarray(self_ok, bool))
-        for a in checked:
-            a.flags.writeable = False  # shared by the calls that find it cached
-        rules[key] = checked
-        return checked
+            return world, padded, (np.ones((0, padded.n_obstacles), bool), np.ones((0,), bool))
+        moving = np.asarray(moving, bool)
+        key, cached = (contacts, moving.tobytes()), self._world_cache
+        rules = cached[2] if cached[0] is world else {}  # another thread's world meanwhile
+        if key not in rules:
+            world_ok, self_ok = col.checked_pairs(self.robot, self.spheres, world, contacts, moving)
+            dummy = np.ones((len(world_ok), 1), bool)  # last column: what the dummies take
+            columns = _columns(world.counts, padded.counts)
+            rules[key] = (
+                np.concatenate([world_ok, dummy], 1)[:, columns],
+                np.asarray(self_ok, bool),
+            )
+            for a in rules[key]:
+                a.flags.writeable = False  # shared by the calls that find it cached
+        return world, padded, rules[key]
 
     def _padded_world(self, world: col.World) -> col.World:
         """The world padded to its bucket, on the device in the robot's dtype. Kept for the
@@ -313,8 +308,6 @@ class TrajectoryOptimizer:
         if free is None:
             free = np.ones((t_count, robot.n_joints))
             free[0] = 0.0
-        if world is None:
-            world = self._empty_world
         margin = np.asarray(margin, np.float64)
         if margin.shape not in ((), (t_count,)) or not (
             np.isfinite(margin).all() and (margin >= 0).all()
@@ -349,8 +342,7 @@ class TrajectoryOptimizer:
         else:
             vector_targets = np.zeros((t_count, 0, 3))
             vector_weights = np.zeros((t_count, 0))
-        padded = self._padded_world(world)
-        world_checked, self_checked = self._checked(world, padded, contacts, free.any(0))
+        world, padded, (world_checked, self_checked) = self._checked(world, contacts, free.any(0))
         problem = Problem(
             objectives=tuple(jax.tree.map(per_start, o) for o in objectives),
             rest=np.asarray(rest, dt),
@@ -482,9 +474,7 @@ class TrajectoryOptimizer:
         search: its seed count). ``bounding``: hulls as their bounding boxes
         (:meth:`col.RobotSpheres.bounding`), a cheaper conservative check. ValueError for
         configurations of another shape; none (B = 0): an empty answer."""
-        world = self._empty_world if world is None else world
-        padded = self._padded_world(world)
-        checked = self._checked(world, padded, contacts, np.asarray(moving, bool))
+        world, padded, checked = self._checked(world, contacts, moving)
         program = self._bounding_program if bounding else self._clearance_program
         dt = self._dtype
 
@@ -521,10 +511,8 @@ class TrajectoryOptimizer:
         and the padded world of the plan's programs (one compiled program per bucket)."""
         if self.spheres is None:
             return math.inf, "", ""
-        world = self._empty_world if world is None else world
         moving = np.ones(self.robot.n_joints, bool) if moving is None else moving
-        padded = self._padded_world(world)
-        world_ok, self_ok = self._checked(world, padded, contacts, np.asarray(moving, bool))
+        world, padded, (world_ok, self_ok) = self._checked(world, contacts, moving)
         q = jnp.asarray(np.asarray(q, self._dtype))
         world_d, self_d = (
             np.asarray(d, np.float64) for d in self._contacts(q, padded, world_ok, self_ok)
@@ -533,7 +521,7 @@ class TrajectoryOptimizer:
         if world_d.size:
             s_i, o_i = np.unravel_index(np.argmin(world_d), world_d.shape)
             if world_d[s_i, o_i] < 0.5 * col.FAR:  # a padding dummy: nothing is checked
-                obstacle = _unpadded_index(world.counts, padded.counts, int(o_i))
+                obstacle = int(_columns(world.counts, padded.counts)[o_i])
                 rows = self.spheres.link_names + self.spheres.box_link_names  # spheres, boxes
                 best = (float(world_d[s_i, o_i]), rows[s_i], world.name(obstacle))
         if self_d.size:
@@ -544,15 +532,11 @@ class TrajectoryOptimizer:
         return best
 
 
-def _unpadded_index(counts: tuple[int, ...], padded: tuple[int, ...], column: int) -> int:
-    """The obstacle index in the unpadded world of a column of the padded world (kinds in
-    the same order, each followed by its dummies)."""
-    real = 0
-    for count, size in zip(counts, padded):
-        if column < size:
-            if column >= count:
-                raise IndexError("a padding dummy has no obstacle index")
-            return real + column
-        column -= size
-        real += count
-    raise IndexError(column)
+def _columns(counts: tuple[int, ...], padded: tuple[int, ...]) -> np.ndarray:
+    """(sum(padded),) the unpadded world's obstacle index of each column of the padded world
+    (kinds in the same order, each followed by its dummies), -1 for a dummy."""
+    first = np.cumsum((0, *counts[:-1]))
+    index = [
+        np.where(np.arange(s) < c, f + np.arange(s), -1) for c, s, f in zip(counts, padded, first)
+    ]
+    return np.concatenate(index)

@@ -61,16 +61,15 @@ class SamplerSpec:
                 raise ValueError(f"{name} must be > 0, got {value}")
 
     def to_json(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["model"] = self.model.to_json()
-        return {"format": FORMAT, **data}
+        return {"format": FORMAT, **dataclasses.asdict(self)}  # asdict recurses into model
 
     @staticmethod
     def from_json(data: dict) -> SamplerSpec:
         data = dict(data)
         if data.pop("format", None) != FORMAT:
             raise ValueError(f"not a sampler checkpoint (expected format '{FORMAT}')")
-        data["model"] = m.ModelConfig.from_json(data["model"])
+        model = data["model"]
+        data["model"] = m.ModelConfig(**{**model, "hyper_hidden": tuple(model["hyper_hidden"])})
         for key in ("joint_names", "chain", "target_center"):
             data[key] = tuple(data[key])
         data["limits"] = tuple(tuple(x) for x in data["limits"])
@@ -83,10 +82,6 @@ class SamplerSpec:
         return JointLimits.create(*np.asarray(self.limits).T, [False] * len(self.limits)).select(
             self.chain
         )
-
-
-def target_dim(mode: Mode) -> int:
-    return 3 if mode == "position" else 9
 
 
 def tip_pose(robot: Robot, tip: str, base: str, q: jax.Array) -> jax.Array:
@@ -123,7 +118,7 @@ def pose_errors(spec: SamplerSpec, targets: jax.Array, poses: jax.Array):
     return position_error, 2 * jnp.arccos(jnp.clip(dot, 0.0, 1.0))
 
 
-def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high, mixture_temperature):
+def _sample_joint(spec, uniforms, mixture, temperature, low, high):
     """One draw from a mixture over one joint, restricted to [low, high] (normalized units).
     ``temperature`` scales the components' widths, ``mixture_temperature`` divides the
     logits of their weights (:attr:`SamplerSpec.mixture_temperature`).
@@ -133,12 +128,13 @@ def _sample_joint(uniforms, logits, means, log_scales, temperature, low, high, m
     ``uniforms`` (..., 2) in (0, 1): the first picks the component (inverse CDF of the
     component weights), the second the value.
     """
+    logits, means, log_scales = mixture
     scales = jnp.exp(log_scales) * temperature
     low_, high_ = low[..., None], high[..., None]
     cdf_low = jax.scipy.special.ndtr((low_ - means) / scales)
     cdf_high = jax.scipy.special.ndtr((high_ - means) / scales)
     mass = cdf_high - cdf_low
-    weights = jax.nn.softmax(logits / mixture_temperature, -1)
+    weights = jax.nn.softmax(logits / spec.mixture_temperature, -1)
     cumulative = jnp.cumsum(weights * (mass + 1e-30), axis=-1)
     pick = uniforms[..., :1] * cumulative[..., -1:]
     k = jnp.minimum(jnp.sum(cumulative < pick, axis=-1), logits.shape[-1] - 1)[..., None]
@@ -177,7 +173,10 @@ def sample_normalized(
         (N, K, n)
     """
     config = spec.model
-    weights = primary_weights_for_samples(config, params, c)
+    # Per-target weights with a sample axis of size 1 (broadcast over the K samples).
+    generated = config.generated_names()
+    weights = m.primary_weights(config, params, c)
+    weights = {k: v[:, None] if k in generated else v for k, v in weights.items()}
     n_targets, k = low.shape[:2]
     u = jnp.zeros((n_targets, k, config.n_joints), c.dtype)
     c_k = jnp.broadcast_to(c[:, None], (n_targets, k, c.shape[-1]))
@@ -185,30 +184,16 @@ def sample_normalized(
     # (each is a separate loop of small kernels on a CPU, a large share of a small draw).
     uniforms = jax.random.uniform(key, (*u.shape, 2), c.dtype, 1e-6, 1 - 1e-6)
     for j in range(config.n_joints):
-        logits, means, log_scales = m.joint_mixture(config, weights, c_k, u, j, half_span(spec))
+        mixture = m.joint_mixture(config, weights, c_k, u, j, half_span(spec))
         value = _sample_joint(
-            uniforms[..., j, :],
-            logits,
-            means,
-            log_scales,
-            temperature,
-            low[..., j],
-            high[..., j],
-            spec.mixture_temperature,
+            spec, uniforms[..., j, :], mixture, temperature, low[..., j], high[..., j]
         )
         u = u.at[..., j].set(value)
     return u
 
 
-def primary_weights_for_samples(config, params, c):
-    """Per-target weights with a sample axis of size 1 (broadcast over the K samples)."""
-    weights = m.primary_weights(config, params, c)
-    generated = config.generated_names()
-    return {k: v[:, None] if k in generated else v for k, v in weights.items()}
-
-
 @functools.partial(jax.jit, static_argnames=("spec", "k"))
-def _sample(spec, params, rest, targets, key, temperature, k):
+def _sample(spec, params, temperature, rest, targets, key, k):
     c = target_features(spec, targets)
     shape = (targets.shape[0], k, spec.model.n_joints)
     u = sample_normalized(spec, params, c, key, temperature, -jnp.ones(shape), jnp.ones(shape))
@@ -234,7 +219,7 @@ def _normalize(spec: SamplerSpec, q_chain: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("spec",))
-def _paths(spec, params, rest, targets, start, key, temperature, radius):
+def _paths(spec, params, temperature, targets, start, key, radius):
     """targets (T, d), start (K, n) normalized -> (T, K, n) normalized, every step within
     ``radius`` (normalized, (n,)) of the previous one."""
 
@@ -264,8 +249,7 @@ class IKSampler:
     @property
     def rest(self) -> np.ndarray:
         """(n_all,) values of the joints outside the chain: the middle of their limits."""
-        limits = np.asarray(self.spec.limits, np.float64)
-        return limits.mean(axis=1)
+        return np.asarray(self.spec.limits, np.float64).mean(axis=1)
 
     def _targets(self, targets) -> np.ndarray:
         targets = np.asarray(targets, np.float32)
@@ -297,77 +281,46 @@ class IKSampler:
         batch = targets.shape[:-1]
         flat = targets.reshape(-1, targets.shape[-1])
         key = jax.random.PRNGKey(seed) if isinstance(seed, int) else seed
-        q = _sample(
-            self._spec(mixture_temperature),
-            self.params,
-            jnp.asarray(self.rest, jnp.float32),
-            flat,
-            key,
-            jnp.float32(self.temperature(temperature)),
-            k,
-        )
+        q = _sample(*self._draw(temperature, mixture_temperature), self._rest, flat, key, k)
         return np.asarray(self.robot.clip(q)).reshape(*batch, k, -1)
 
-    def paths(
-        self,
-        targets,
-        k: int = 4,
-        *,
-        radius: float = 0.1,
-        start=None,
-        seed: int = 0,
-        temperature: float | None = None,
-        mixture_temperature: float | None = None,
-    ) -> np.ndarray:
+    def paths(self, targets, k: int = 4, *, radius: float = 0.1, seed: int = 0) -> np.ndarray:
         """``k`` joint-space paths through a sequence of targets (T, 3 or 7): (k, T, n_all).
 
         Every step's chain joints stay within ``radius`` (rad, or m for prismatic joints) of
         the previous step's (the paper's path method: each joint's mixture restricted to a
-        window around its previous value). The first step is drawn freely, or starts from
-        ``start`` (k, n_all) or (n_all,) when given.
+        window around its previous value). The first step is drawn freely; every draw uses
+        the model's temperatures.
         """
         targets = self._targets(targets)
         if targets.ndim != 2:
             raise ValueError(f"targets must be a sequence (T, {targets.shape[-1]})")
-        key = jax.random.PRNGKey(seed)
-        first_key, key = jax.random.split(key)
-        if start is None:
-            q0 = self.sample(
-                targets[:1],
-                k,
-                seed=first_key,
-                temperature=temperature,
-                mixture_temperature=mixture_temperature,
-            )[0]
-        else:
-            q0 = np.broadcast_to(np.asarray(start, np.float32), (k, self.robot.n_joints))
-        chain = list(self.spec.chain)
-        u0 = _normalize(self.spec, jnp.asarray(q0[:, chain], jnp.float32))
+        first_key, key = jax.random.split(jax.random.PRNGKey(seed))
+        q0 = self.sample(targets[:1], k, seed=first_key)[0]
+        u0 = _normalize(self.spec, jnp.asarray(q0[:, list(self.spec.chain)], jnp.float32))
         lower, upper = _chain_limits(self.spec, jnp.float32)
-        radius_u = 2 * radius / (upper - lower)
         us = _paths(
-            self._spec(mixture_temperature),
-            self.params,
-            jnp.asarray(self.rest, jnp.float32),
-            jnp.asarray(targets),
-            u0,
-            key,
-            jnp.float32(self.temperature(temperature)),
-            radius_u,
+            *self._draw(None, None), jnp.asarray(targets), u0, key, radius * 2 / (upper - lower)
         )
-        q = _to_configuration(self.spec, jnp.asarray(self.rest, jnp.float32), us)
+        q = _to_configuration(self.spec, self._rest, us)
         return np.asarray(self.robot.clip(q)).transpose(1, 0, 2)
 
     def temperature(self, temperature: float | None = None) -> float:
         """The width temperature to draw with: ``temperature``, or the model's (None)."""
         return self.spec.temperature if temperature is None else float(temperature)
 
-    def _spec(self, mixture_temperature: float | None) -> SamplerSpec:
-        """The spec to draw with: the model's, or with another mixture temperature."""
-        if mixture_temperature is None or mixture_temperature == self.spec.mixture_temperature:
-            return self.spec
-        # replace() checks the value (SamplerSpec.__post_init__)
-        return dataclasses.replace(self.spec, mixture_temperature=float(mixture_temperature))
+    def _draw(self, temperature: float | None, mixture_temperature: float | None):
+        """(spec, params, width temperature) to draw with: the model's, or with another
+        mixture temperature (a new spec: compiles the draw once) or width (None: the model's)."""
+        spec = self.spec
+        if mixture_temperature is not None and mixture_temperature != spec.mixture_temperature:
+            # replace() checks the value (SamplerSpec.__post_init__)
+            spec = dataclasses.replace(spec, mixture_temperature=float(mixture_temperature))
+        return spec, self.params, jnp.float32(self.temperature(temperature))
+
+    @property
+    def _rest(self) -> jax.Array:
+        return jnp.asarray(self.rest, jnp.float32)
 
     def errors(self, targets, q) -> tuple[np.ndarray, np.ndarray]:
         """Position (m) and orientation (rad) errors of configurations q (*batch, n_all)
@@ -381,9 +334,7 @@ class IKSampler:
     def save(self, path: str | Path) -> tuple[Path, Path]:
         """Writes ``path`` (.npz weights) and the same name with .json (robot, joints, limits,
         model settings). Returns both paths."""
-        path = Path(path)
-        if path.suffix != ".npz":
-            path = path.with_suffix(".npz")
+        path = Path(path).with_suffix(".npz")
         np.savez(path, **{k: np.asarray(v) for k, v in self.params.items()})
         meta = path.with_suffix(".json")
         meta.write_text(json.dumps(self.spec.to_json(), indent=1) + "\n")
@@ -404,25 +355,18 @@ class IKSampler:
         ValueError for an unknown name (the message lists the shipped ones) or a robot that
         does not match the model (as :meth:`load`)."""
         path = pretrained_path(name)
-        if robot is None:
-            from pyroki_ros.robots import AVAILABLE, urdf_path
+        if robot is None:  # urdf_path: ValueError for a robot that is not bundled
+            from pyroki_ros.robots import urdf_path
 
-            spec = SamplerSpec.from_json(json.loads(path.with_suffix(".json").read_text()))
-            if spec.robot_name not in AVAILABLE:
-                raise ValueError(
-                    f"model '{name}' is for robot '{spec.robot_name}', which is not bundled: "
-                    "pass robot="
-                )
-            robot = Robot.from_urdf(urdf_path(spec.robot_name))
+            robot_name = json.loads(path.with_suffix(".json").read_text())["robot_name"]
+            robot = Robot.from_urdf(urdf_path(robot_name))
         return IKSampler.load(path, robot)
 
     @staticmethod
     def load(path: str | Path, robot: Robot) -> IKSampler:
         """Loads a checkpoint for ``robot``; ValueError when the robot does not match (name,
         actuated joints, limits) or the file is not a sampler checkpoint."""
-        path = Path(path)
-        if path.suffix != ".npz":
-            path = path.with_suffix(".npz")
+        path = Path(path).with_suffix(".npz")
         spec = SamplerSpec.from_json(json.loads(path.with_suffix(".json").read_text()))
         check_robot(spec, robot)
         with np.load(path, allow_pickle=False) as data:

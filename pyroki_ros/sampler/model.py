@@ -67,12 +67,6 @@ class ModelConfig:
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
-    @staticmethod
-    def from_json(data: dict) -> ModelConfig:
-        data = dict(data)
-        data["hyper_hidden"] = tuple(data["hyper_hidden"])
-        return ModelConfig(**data)
-
 
 def init_params(config: ModelConfig, seed: int) -> Params:
     """He-initialised hypernetwork; its last layer small, so generated weights start at the
@@ -103,17 +97,13 @@ def primary_weights(config: ModelConfig, params: Params, c: jax.Array) -> dict[s
     """The per-joint networks' weights for targets ``c`` (*batch, target_dim):
     ``w1`` (*batch, n, d, h), ``b1`` and ``g1`` (*batch, n, h), ``w2`` (*batch, n, h, 3m),
     ``b2`` (*batch, n, 3m); the ones not generated lack the batch axes."""
-    x = c
-    i = 0
+    x, i = c, 0
     while f"hyper_w{i}" in params:
         x = jax.nn.gelu(x @ params[f"hyper_w{i}"] + params[f"hyper_b{i}"])
         i += 1
     flat = x @ params["hyper_out_w"] + params["hyper_out_b"]  # (*batch, n_generated)
-    out, start = {}, 0
-    batch = c.shape[:-1]
-    shapes = config.primary_shapes()
-    for name in shapes:
-        out[name] = params[f"base_{name}"]
+    start, batch, shapes = 0, c.shape[:-1], config.primary_shapes()
+    out = {name: params[f"base_{name}"] for name in shapes}
     for name in config.generated_names():
         size = math.prod(shapes[name])
         out[name] = out[name] + flat[..., start : start + size].reshape(*batch, *shapes[name])

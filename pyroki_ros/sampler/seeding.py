@@ -31,7 +31,7 @@ import numpy as np
 
 from pyroki_ros import objectives as obj
 from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, bucket
-from pyroki_ros.sampler.core import IKSampler, _sample, pose_errors, tip_pose
+from pyroki_ros.sampler.core import IKSampler, _errors, _sample
 
 Strategy = Literal["best", "all", "fallback"]
 ORIENTATION_WEIGHT = 0.1  # m per rad when ranking pose samples, as objectives.pose weighs them
@@ -41,10 +41,8 @@ def objective_for(sampler: IKSampler, targets) -> obj.Objective:
     """The IK objective matching the sampler's targets: tip position or tip pose."""
     spec = sampler.spec
     reference = None if spec.base == sampler.robot.root_link else spec.base
-    targets = np.asarray(targets, np.float64)
-    if spec.mode == "position":
-        return obj.position(spec.tip, targets, reference=reference)
-    return obj.pose(spec.tip, targets, reference=reference)
+    objective = obj.position if spec.mode == "position" else obj.pose
+    return objective(spec.tip, np.asarray(targets, np.float64), reference=reference)
 
 
 def best_samples(
@@ -120,14 +118,12 @@ def _best_program(sampler: IKSampler, k: int, with_incumbent: bool):
         rest = jnp.asarray(sampler.rest, jnp.float32)
 
         def score_of(targets, q):
-            position, orientation = pose_errors(
-                spec, targets, tip_pose(robot, spec.tip, spec.base, q)
-            )
+            position, orientation = _errors(spec, robot, targets, q)
             return position + ORIENTATION_WEIGHT * orientation
 
         def best(targets, *inputs):
             *current, prng_key, temperature = inputs
-            q = robot.clip(_sample(spec, params, rest, targets, prng_key, temperature, k))
+            q = robot.clip(_sample(spec, params, temperature, rest, targets, prng_key, k))
             score = score_of(targets[:, None], q)  # (N, k)
             if current:  # the incumbent first: it wins ties, as the node always did
                 q = jnp.concatenate([current[0][:, None], q], axis=1)
@@ -228,7 +224,6 @@ def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin
         return dataclasses.replace(
             first, solve_seconds=time.perf_counter() - begin, timed_out=timeout > 0 and budget > 0
         )
-    n = solver.robot.n_joints
     # The sample's chain joints; every other joint (and an inactive chain joint, which the
     # solve must not move) as the first attempt left it (an inactive joint: at ``start``).
     active = solver.robot.active_mask(options.get("active_joints"))
@@ -240,28 +235,19 @@ def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin
         -1, targets.shape[-1]
     )
     flat = lambda x: np.asarray(x).reshape(len(flat_targets), -1)
-    q, success = flat(first.q).copy(), flat(first.success)[:, 0].copy()
-    pos, rot = flat(first.position_error).copy(), flat(first.orientation_error).copy()
-    iterations = flat(first.iterations)[:, 0].copy()
-    cost = flat(first.cost)[:, 0].copy()
-    hard = np.flatnonzero(~success)
+    out = {f: flat(getattr(first, f)).copy() for f in (*_MERGED, "iterations")}  # (N, -1)
+    hard = np.flatnonzero(~out["success"][:, 0])
     samples, _ = best_samples(sampler, flat_targets[hard], k, seed=seed, temperature=temperature)
-    seeds = q[hard].copy()
+    seeds = out["q"][hard].copy()
     seeds[:, moved] = samples[:, moved]
     second = solver.solve(objective_for(sampler, flat_targets[hard]), seed=seeds, **second_options)
-    better = second.success | (second.cost <= cost[hard])
-    take = hard[better]
-    q[take] = second.q[better]
-    pos[take], rot[take] = second.position_error[better], second.orientation_error[better]
-    success[take], cost[take] = second.success[better], second.cost[better]
-    iterations[hard] += second.iterations
-    return IKResult(
-        q=q.reshape(*batch, n),
-        success=success.reshape(batch),
-        position_error=pos.reshape(*batch, -1),
-        orientation_error=rot.reshape(*batch, -1),
-        iterations=iterations.reshape(batch),
-        solve_seconds=time.perf_counter() - begin,
-        cost=cost.reshape(batch),
-        timed_out=second.timed_out,
-    )
+    better = second.success | (second.cost <= out["cost"][hard, 0])
+    for f in _MERGED:
+        out[f][hard[better]] = np.reshape(getattr(second, f), (len(hard), -1))[better]
+    out["iterations"][hard, 0] += second.iterations
+    shaped = {f: v.reshape(*batch, -1) if f in _ROWS else v.reshape(batch) for f, v in out.items()}
+    return IKResult(**shaped, solve_seconds=time.perf_counter() - begin, timed_out=second.timed_out)
+
+
+_ROWS = ("q", "position_error", "orientation_error")  # (*batch, -1); the others (*batch,)
+_MERGED = (*_ROWS, "success", "cost")  # taken from the second stage where it did better

@@ -29,7 +29,6 @@ from pyroki_ros.sampler.core import (
     _normalize,
     chain_for,
     half_span,
-    target_dim,
     target_features,
     tip_pose,
 )
@@ -48,24 +47,13 @@ class TrainConfig:
     held_out: int = 512  # targets for the progress line's sample error
 
 
-def make_spec(
-    robot: Robot,
-    tip: str,
-    base: str | None,
-    mode: Mode,
-    model: m.ModelConfig | None = None,
-    **model_options,
-) -> SamplerSpec:
+def make_spec(robot: Robot, tip: str, base: str | None, mode: Mode, **model_options) -> SamplerSpec:
     """The sampler description for a robot chain; target normalization from 4096 random
     configurations' tip positions."""
     base, chain = chain_for(robot, tip, base)
-    if model is None:
-        model = m.ModelConfig(n_joints=len(chain), target_dim=target_dim(mode), **model_options)
-    rest = robot.center()
-    q = jnp.broadcast_to(rest, (4096, robot.n_joints))
-    q = q.at[:, jnp.asarray(chain)].set(
-        robot.random_configurations(jax.random.PRNGKey(12345), (4096,))[:, jnp.asarray(chain)]
-    )
+    target_dim = 3 if mode == "position" else 9  # position, or + two rotation-matrix columns
+    model = m.ModelConfig(n_joints=len(chain), target_dim=target_dim, **model_options)
+    q = _chain_configurations(robot, chain, jax.random.PRNGKey(12345), 4096)
     positions = np.asarray(tip_pose(robot, tip, base, q)[:, 4:], np.float64)
     center = positions.mean(0)
     scale = float(max(positions.std(0).max(), 1e-3))
@@ -85,13 +73,17 @@ def make_spec(
 
 def _batch(spec: SamplerSpec, robot: Robot, key: jax.Array, size: int):
     """Uniform chain configurations and their tip targets: (u (size, n), targets (size, 3|7))."""
-    chain = jnp.asarray(spec.chain)
-    rest = robot.center()
-    q = jnp.broadcast_to(rest, (size, robot.n_joints))
-    q = q.at[:, chain].set(robot.random_configurations(key, (size,))[:, chain])
+    q = _chain_configurations(robot, spec.chain, key, size)
     pose = tip_pose(robot, spec.tip, spec.base, q)
     targets = pose[:, 4:] if spec.mode == "position" else pose
-    return _normalize(spec, q[:, chain]), targets
+    return _normalize(spec, q[:, jnp.asarray(spec.chain)]), targets
+
+
+def _chain_configurations(robot: Robot, chain, key: jax.Array, size: int) -> jax.Array:
+    """(size, n_all): the chain joints uniform inside their limits, the others at the centre."""
+    chain = jnp.asarray(chain)
+    q = jnp.broadcast_to(robot.center(), (size, robot.n_joints))
+    return q.at[:, chain].set(robot.random_configurations(key, (size,))[:, chain])
 
 
 def _loss(spec: SamplerSpec, params, u, targets):
@@ -123,16 +115,16 @@ def train(
     *,
     base: str | None = None,
     mode: Mode = "position",
-    model: m.ModelConfig | None = None,
     config: TrainConfig = TrainConfig(),
     log: Callable[[str], None] | None = print,
     **model_options,
 ) -> IKSampler:
     """Trains a sampler for the chain ``base`` -> ``tip``; returns it (save with ``.save``).
 
-    ``model_options`` (hyper_hidden, joint_hidden, components) apply when ``model`` is None.
+    ``model_options``: :class:`ModelConfig` fields (hyper_hidden, joint_hidden, components,
+    generated).
     """
-    spec = make_spec(robot, tip, base, mode, model, **model_options)
+    spec = make_spec(robot, tip, base, mode, **model_options)
     params = m.init_params(spec.model, config.seed)
     optimizer = optax.chain(
         optax.clip_by_global_norm(1.0),
@@ -142,27 +134,18 @@ def train(
     key = jax.random.PRNGKey(config.seed)
     key, held_key = jax.random.split(key)
     _, held_targets = _batch(spec, robot, held_key, config.held_out)
-    sampler = IKSampler(spec, params, robot)
 
     start = time.perf_counter()
-    done, progress, history = 0, 0.0, []
+    done, progress = 0, 0.0
     compile_seconds = None
     while progress < 1.0:
         lr = _schedule(config, progress)
         key, chunk_key = jax.random.split(key)
         chunk_start = time.perf_counter()
-        params, state, loss = _train_chunk(
-            spec,
-            optimizer,
-            config.chunk,
-            config.batch_size,
-            robot,
-            params,
-            opt_state,
-            chunk_key,
-            jnp.float32(lr),
+        args = (robot, params, opt_state, chunk_key, jnp.float32(lr))
+        params, opt_state, loss = _train_chunk(
+            spec, optimizer, config.chunk, config.batch_size, *args
         )
-        opt_state = state
         loss = float(loss)
         if compile_seconds is None:  # the first chunk includes compilation: not a rate
             compile_seconds = time.perf_counter() - chunk_start
@@ -172,9 +155,8 @@ def train(
         progress = max(done / config.steps, elapsed / config.max_seconds)
         if not math.isfinite(loss):
             raise FloatingPointError(f"training diverged at step {done} (loss {loss})")
-        history.append((done, loss))
-        last = progress >= 1.0
-        if log is not None and (last or len(history) % max(1, 2000 // config.chunk) == 1):
+        chunks = done // config.chunk
+        if log is not None and (progress >= 1.0 or chunks % max(1, 2000 // config.chunk) == 1):
             sampler = IKSampler(spec, params, robot)
             error = _held_out_error(sampler, held_targets)
             rate = (done - config.chunk) * config.batch_size / max(elapsed, 1e-9)
@@ -188,8 +170,8 @@ def train(
         "steps": done,
         "batch_size": config.batch_size,
         "seconds": round(elapsed, 1),
-        "compile_seconds": round(compile_seconds or 0.0, 1),
-        "final_loss": history[-1][1],
+        "compile_seconds": round(compile_seconds, 1),
+        "final_loss": loss,
         "device": jax.devices()[0].platform,
         "seed": config.seed,
     }

@@ -115,10 +115,6 @@ def _coupling_terms(lin: Linearization, x: jax.Array) -> tuple[jax.Array, jax.Ar
     return lin.coupling_weights * product, 0.5 * jnp.sum(lin.coupling_weights * quadratic)
 
 
-def _total_cost(lin: Linearization, x: jax.Array) -> jax.Array:
-    return lin.cost + _coupling_terms(lin, x)[1]
-
-
 def banded_matrix_blocks(
     lin: Linearization,
     damping: jax.Array,
@@ -297,14 +293,11 @@ def solve_chain(
         "converged": jnp.asarray(False),
     }
 
-    def cond(s):
-        return ~s["done"]
-
     def body(s):
         first = s["iterations"] < 0
         candidate = jnp.where(first, s["x"], step(s["lin"], s["x"], s["damping"]))
         lin_c = linearize(candidate)
-        cost_c = _total_cost(lin_c, candidate)
+        cost_c = lin_c.cost + _coupling_terms(lin_c, candidate)[1]
         better = first | improves(cost_c, s["cost"])
         decrease = (s["cost"] - cost_c) / jnp.maximum(s["cost"], 1e-30)
         small = jnp.where(lin_c.satisfied, satisfied_tolerance, 0.0)
@@ -330,7 +323,7 @@ def solve_chain(
             "converged": converged | stuck,
         }
 
-    out = jax.lax.while_loop(cond, body, state0)
+    out = jax.lax.while_loop(lambda s: ~s["done"], body, state0)
     return ChainResult(
         x=out["x"], cost=out["cost"], iterations=out["iterations"], converged=out["converged"]
     )

@@ -128,18 +128,10 @@ def at(position: np.ndarray, wxyz: np.ndarray | None = None) -> np.ndarray:
 
 def axes(pose: np.ndarray, label: str = "", length: float = AXES_LENGTH) -> Shape:
     """An RGB axes triad (x red, y green, z blue) at ``pose`` (7,)."""
-    ends = np.eye(3) * length
-    points = np.stack([np.zeros((3, 3)), ends], 1).reshape(6, 3)
+    points = np.stack([np.zeros((3, 3)), np.eye(3) * length], 1).reshape(6, 3)
     colors = np.repeat(np.asarray(AXIS_COLORS), 2, axis=0)
-    return Shape(
-        "axes",
-        np.asarray(pose, np.float64),
-        np.array([length, AXES_WIDTH, 0.0]),
-        AXIS_COLORS[0],
-        points,
-        colors,
-        label,
-    )
+    scale = np.array([length, AXES_WIDTH, 0.0])
+    return Shape("axes", np.asarray(pose, np.float64), scale, AXIS_COLORS[0], points, colors, label)
 
 
 def sphere(center: np.ndarray, diameter: float, color: Color, label: str = "") -> Shape:
@@ -148,9 +140,8 @@ def sphere(center: np.ndarray, diameter: float, color: Color, label: str = "") -
 
 def box(pose: np.ndarray, size: np.ndarray, color: Color, label: str = "") -> Shape:
     """A box of edge lengths ``size`` (3,) centred at ``pose`` (7,)."""
-    return Shape(
-        "box", np.asarray(pose, np.float64), np.asarray(size, np.float64), color, label=label
-    )
+    pose, size = np.asarray(pose, np.float64), np.asarray(size, np.float64)
+    return Shape("box", pose, size, color, label=label)
 
 
 def cylinder(
@@ -172,10 +163,8 @@ def arrow(tail: np.ndarray, tip: np.ndarray, color: Color, label: str = "") -> S
 def line_strip(
     points: np.ndarray, color: Color, label: str = "", width: float = LINE_WIDTH
 ) -> Shape:
-    points = np.asarray(points, np.float64).reshape(-1, 3)
-    return Shape(
-        "line_strip", IDENTITY.copy(), np.array([width, 0.0, 0.0]), color, points, label=label
-    )
+    points, scale = np.asarray(points, np.float64).reshape(-1, 3), np.array([width, 0.0, 0.0])
+    return Shape("line_strip", IDENTITY.copy(), scale, color, points, label=label)
 
 
 def halfspace(normal: np.ndarray, offset: float, color: Color, label: str = "") -> Shape:
@@ -198,16 +187,10 @@ def sphere_lists(
     steps = np.ceil(np.asarray(radii, np.float64) / SPHERE_RADIUS_STEP - 1e-9).astype(int)
     shapes = []
     for step in np.unique(steps):
-        diameter = 2 * SPHERE_RADIUS_STEP * max(int(step), 1)
+        d = 2 * SPHERE_RADIUS_STEP * max(int(step), 1)
+        name, group = f"{label} r <= {d / 2:.3f} m", centers[steps == step]
         shapes.append(
-            Shape(
-                "sphere_list",
-                IDENTITY.copy(),
-                np.full(3, diameter),
-                color,
-                centers[steps == step],
-                label=f"{label} r <= {diameter / 2:.3f} m",
-            )
+            Shape("sphere_list", IDENTITY.copy(), np.full(3, d), color, group, label=name)
         )
     return shapes
 
@@ -257,39 +240,26 @@ def objective_shapes(
 
 
 def _objective(kind, goal, point, direction, link_pose, local_point, color, name) -> list[Shape]:
-    diameter = POINT_DIAMETER
+    dot = sphere(point, POINT_DIAMETER, color, name)
     if kind == "pose":
         return [axes(goal, name)]
-    if kind in ("point", "position"):
-        return [sphere(point, diameter, color, name)]
     if kind == "orientation":  # the target rotation, drawn where the link is
         return [axes(at(link_pose[4:], goal[:4]), name)]
     if kind == "aim":  # the ray from the link's point through the target
         start = transform_points(link_pose, local_point)
-        return [
-            sphere(point, diameter, color, name),
-            line_strip(np.stack([start, point]), color, name),
-        ]
+        return [dot, line_strip(np.stack([start, point]), color, name)]
     if kind == "hinge":
-        tip = point + ARROW_LENGTH * direction
-        return [sphere(point, diameter, color, name), arrow(point, tip, color, name)]
+        return [dot, arrow(point, point + ARROW_LENGTH * direction, color, name)]
     if kind == "plane":
-        size = np.array([PLANE_SIZE, PLANE_SIZE, PLANE_THICKNESS])
-        plate = box(at(point, quat_z_to(direction)), size, _translucent(color), name)
-        return [plate, sphere(point, diameter, color, name)]
+        size, faint = [PLANE_SIZE, PLANE_SIZE, PLANE_THICKNESS], (*color[:3], min(color[3], 0.5))
+        return [box(at(point, quat_z_to(direction)), size, faint, name), dot]
     if kind == "line":
-        ends = np.stack(
-            [point - LINE_HALF_LENGTH * direction, point + LINE_HALF_LENGTH * direction]
-        )
-        return [line_strip(ends, color, name), sphere(point, diameter, color, name)]
+        ends = point + LINE_HALF_LENGTH * np.outer([-1.0, 1.0], direction)
+        return [line_strip(ends, color, name), dot]
     if kind == "axis":  # axis only: the target direction, from where the link is
         start = transform_points(link_pose, local_point)
         return [arrow(start, start + ARROW_LENGTH * direction, color, name)]
-    return [sphere(point, diameter, color, name)]  # a kind added later: at least its point
-
-
-def _translucent(color: Color, alpha: float = 0.5) -> Color:
-    return (color[0], color[1], color[2], min(color[3], alpha))
+    return [dot]  # point / position, and a kind added later: at least its point
 
 
 def world_shapes(world, color: Color = OBSTACLE_COLOR) -> list[Shape]:
@@ -297,39 +267,23 @@ def world_shapes(world, color: Color = OBSTACLE_COLOR) -> list[Shape]:
     spheres, capsules (a cylinder and its two end spheres), boxes, half-spaces
     (:func:`halfspace`), cylinders."""
     shapes: list[Shape] = []
-    a = {f: np.asarray(getattr(world, f), np.float64) for f in _WORLD_FIELDS}
+    a = lambda field: np.asarray(getattr(world, field), np.float64)
     names = iter(world.name(i) for i in range(world.n_obstacles))
-    for c, r in zip(a["sphere_centers"], a["sphere_radii"]):
+    for c, r in zip(a("sphere_centers"), a("sphere_radii")):
         shapes.append(sphere(c, 2 * r, color, next(names)))
-    for p, q, r in zip(a["capsule_a"], a["capsule_b"], a["capsule_radii"]):
+    for p, q, r in zip(a("capsule_a"), a("capsule_b"), a("capsule_radii")):
         name = next(names)
         length = float(np.linalg.norm(q - p))
         rotation = quat_z_to(q - p) if length > 1e-12 else None
         shapes.append(cylinder(at((p + q) / 2, rotation), r, length, color, name))
         shapes.extend(sphere(end, 2 * r, color, name) for end in (p, q))
-    for pose, half in zip(a["box_poses"], a["box_half_extents"]):
+    for pose, half in zip(a("box_poses"), a("box_half_extents")):
         shapes.append(box(pose, 2 * half, color, next(names)))
-    for n, d in zip(a["halfspace_normals"], a["halfspace_offsets"]):
+    for n, d in zip(a("halfspace_normals"), a("halfspace_offsets")):
         shapes.append(halfspace(n, d, color, next(names)))
-    for pose, r, h in zip(a["cylinder_poses"], a["cylinder_radii"], a["cylinder_half_heights"]):
+    for pose, r, h in zip(a("cylinder_poses"), a("cylinder_radii"), a("cylinder_half_heights")):
         shapes.append(cylinder(pose, r, 2 * h, color, next(names)))
     return shapes
-
-
-_WORLD_FIELDS = (
-    "sphere_centers",
-    "sphere_radii",
-    "capsule_a",
-    "capsule_b",
-    "capsule_radii",
-    "box_poses",
-    "box_half_extents",
-    "halfspace_normals",
-    "halfspace_offsets",
-    "cylinder_poses",
-    "cylinder_radii",
-    "cylinder_half_heights",
-)
 
 
 def sphere_centers(spheres, link_poses: np.ndarray) -> np.ndarray:

@@ -107,18 +107,10 @@ class Viewer:
         )
         self._spheres = None
         if spheres is not None and spheres.world_mask.any():
-            vertices, faces = self._sphere_mesh
             radii = display.sphere_radii(spheres).astype(np.float32)
-            self._spheres = scene.add_batched_meshes_simple(
-                ROBOT_SPHERES,
-                vertices,
-                faces,
-                batched_wxyzs=np.tile([1.0, 0.0, 0.0, 0.0], (len(radii), 1)),
-                batched_positions=display.sphere_centers(spheres, poses),
-                batched_scales=radii,
-                batched_colors=_rgb(display.ROBOT_COLOR),
-                opacity=0.55,
-            )
+            centers = display.sphere_centers(spheres, poses)
+            rgb = _rgb(display.ROBOT_COLOR)
+            self._spheres = self._add_spheres(ROBOT_SPHERES, centers, radii, rgb, 0.55)
         # The set's boxes (the fine Panda set's fingers and hand), posed with the robot.
         self.robot_boxes = [  # viser handles (for scripts and tests)
             self._add(f"{ROBOT_BOXES}/{i}", shape)
@@ -133,13 +125,12 @@ class Viewer:
         self._stop = threading.Event()
         with self.server.gui.add_folder(PLAN_FOLDER):
             self._plan_info = self.server.gui.add_markdown("no plan yet")
-            self._slider = self.server.gui.add_slider(
+            self.plan_slider = self.server.gui.add_slider(
                 PLAN_SLIDER, min=0, max=1, step=1, initial_value=0, disabled=True
             )
-            self._play = self.server.gui.add_button(PLAY_BUTTON, disabled=True)
-        self.plan_slider, self.play_button = self._slider, self._play  # for scripts and tests
-        self._slider.on_update(lambda _: self._on_slider())
-        self._play.on_click(lambda _: self.pause() if self._playing.is_set() else self.play())
+            self.play_button = self.server.gui.add_button(PLAY_BUTTON, disabled=True)
+        self.plan_slider.on_update(lambda _: self._on_slider())
+        self.play_button.on_click(lambda _: self.pause() if self._playing.is_set() else self.play())
         self._player = threading.Thread(target=self._run_player, name="viewer_player", daemon=True)
         self._player.start()
         self.show_configuration(self._q)
@@ -245,44 +236,38 @@ class Viewer:
         if shape.kind == "cylinder":
             return scene.add_cylinder(name, sx / 2, sz, rgb, opacity=opacity, **pose)
         if shape.kind == "arrow":
-            return scene.add_arrows(
-                name,
-                shape.points.reshape(1, 2, 3),
-                rgb,
-                shaft_radius=sx / 2,
-                head_radius=sy / 2,
-                head_length=sz,
-                **pose,
-            )
+            head = {"shaft_radius": sx / 2, "head_radius": sy / 2, "head_length": sz}
+            return scene.add_arrows(name, shape.points.reshape(1, 2, 3), rgb, **head, **pose)
         if shape.kind in ("line_strip", "line_list"):
-            p = shape.points
+            p, colors = shape.points, rgb
             if shape.kind == "line_strip":
                 segments = np.stack([p[:-1], p[1:]], axis=1) if len(p) > 1 else np.zeros((1, 2, 3))
-                colors = rgb
             else:
                 segments = p[: len(p) // 2 * 2].reshape(-1, 2, 3)
-                colors = rgb
                 if shape.colors is not None:
-                    colors = (np.asarray(shape.colors)[: len(segments) * 2, :3] * 255).astype(
-                        np.uint8
-                    )
-                    colors = colors.reshape(-1, 2, 3)
+                    colors = np.asarray(shape.colors)[: len(segments) * 2, :3] * 255
+                    colors = colors.astype(np.uint8).reshape(-1, 2, 3)
             return scene.add_line_segments(name, segments, colors, thickness=max(sx, 0.002), **pose)
         if shape.kind == "sphere_list":
-            vertices, faces = self._sphere_mesh
-            count = len(shape.points)
-            return scene.add_batched_meshes_simple(
-                name,
-                vertices,
-                faces,
-                batched_wxyzs=np.tile([1.0, 0.0, 0.0, 0.0], (count, 1)),
-                batched_positions=shape.points,
-                batched_scales=np.full(count, sx / 2),
-                batched_colors=rgb,
-                opacity=opacity,
-                **pose,
-            )
+            radii = np.full(len(shape.points), sx / 2)
+            return self._add_spheres(name, shape.points, radii, rgb, opacity, **pose)
         raise ValueError(f"unknown shape kind {shape.kind!r}")
+
+    def _add_spheres(self, name, centers, radii, rgb, opacity, **pose):
+        """One instanced icosphere per centre (viser's batched meshes)."""
+        vertices, faces = self._sphere_mesh
+        wxyzs = np.tile([1.0, 0.0, 0.0, 0.0], (len(radii), 1))
+        return self.server.scene.add_batched_meshes_simple(
+            name,
+            vertices,
+            faces,
+            wxyzs,
+            centers,
+            batched_scales=radii,
+            batched_colors=rgb,
+            opacity=opacity,
+            **pose,
+        )
 
     def show_goal(self, name: str, pose, group: str = "goals") -> None:
         """A target frame (7,) wxyz_xyz, drawn as axes labelled ``name`` (replaces ``group``)."""
@@ -324,10 +309,10 @@ class Viewer:
             self._plan, self._times = path, times
             line = display.line_strip(ends, display.PATH_COLOR, f"path {tip}", width=PATH_WIDTH)
             self.show_shapes("plan", [line])
-            self._slider.max = max(len(path) - 1, 1)
-            self._slider.value = 0
-            self._slider.disabled = len(path) < 2
-            self._play.disabled = len(path) < 2
+            self.plan_slider.max = max(len(path) - 1, 1)
+            self.plan_slider.value = 0
+            self.plan_slider.disabled = len(path) < 2
+            self.play_button.disabled = len(path) < 2
             self._plan_info.content = (
                 f"{len(path)} points over {float(times[-1] - times[0]):.2f} s; `{tip}` path in cyan"
             )
@@ -336,7 +321,7 @@ class Viewer:
     def _on_slider(self) -> None:
         with self._lock:
             if self._plan is not None:
-                index = int(min(max(self._slider.value, 0), len(self._plan) - 1))
+                index = int(min(max(self.plan_slider.value, 0), len(self._plan) - 1))
                 self.show_configuration(self._plan[index])
 
     def play(self) -> None:
@@ -344,14 +329,14 @@ class Viewer:
         with self._lock:
             if self._plan is None or len(self._plan) < 2:
                 return
-            if self._slider.value >= len(self._plan) - 1:
-                self._slider.value = 0
-            self._play.label = PAUSE_BUTTON
+            if self.plan_slider.value >= len(self._plan) - 1:
+                self.plan_slider.value = 0
+            self.play_button.label = PAUSE_BUTTON
         self._playing.set()
 
     def pause(self) -> None:
         self._playing.clear()
-        self._play.label = PLAY_BUTTON
+        self.play_button.label = PLAY_BUTTON
 
     @property
     def playing(self) -> bool:
@@ -364,7 +349,7 @@ class Viewer:
                 return
             with self._lock:
                 plan, times = self._plan, self._times
-                index = int(self._slider.value)
+                index = int(self.plan_slider.value)
             if plan is None or index >= len(plan) - 1:
                 self.pause()
                 continue
@@ -372,7 +357,7 @@ class Viewer:
                 return
             with self._lock:
                 if self._playing.is_set() and self._plan is plan:
-                    self._slider.value = index + 1  # on_update draws it
+                    self.plan_slider.value = index + 1  # on_update draws it
             if index + 1 >= len(plan) - 1:
                 self.pause()
 
