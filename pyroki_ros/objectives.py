@@ -394,12 +394,8 @@ def _sub(a, b):
     return tuple(x - y for x, y in zip(a, b))
 
 
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
 def _norm(a):
-    return jnp.sqrt(_dot(a, a))
+    return jnp.sqrt(k.dot(a, a))
 
 
 def rotation_residual(q: k.Quat, jw: k.Vec) -> tuple[k.Vec, k.Vec, jax.Array]:
@@ -452,7 +448,7 @@ def relative_frame(
 
 
 def _angle_between(a: k.Vec, b: k.Vec) -> jax.Array:
-    return jnp.arctan2(_norm(k.cross(a, b)), _dot(a, b))
+    return jnp.arctan2(_norm(k.cross(a, b)), k.dot(a, b))
 
 
 def evaluate_one_t(
@@ -482,14 +478,14 @@ def evaluate_one_t(
         delta = _sub(point, target_p)
         if kind == "plane":
             normal = k.split(objective.axis)
-            distance = _dot(normal, delta)
-            add([distance], [_dot(_rows(normal), j_point)], w_pos)
+            distance = k.dot(normal, delta)
+            add([distance], [k.dot(_rows(normal), j_point)], w_pos)
             pos_err = jnp.abs(distance)
         elif kind == "line":
             d = k.split(objective.axis)
-            along = _dot(d, delta)
+            along = k.dot(d, delta)
             off = tuple(x - along * c for x, c in zip(delta, d))
-            j_along = _dot(_rows(d), j_point)
+            j_along = k.dot(_rows(d), j_point)
             add(off, [j - j_along * c[None] for j, c in zip(j_point, d)], w_pos)
             pos_err = _norm(off)
         else:
@@ -506,7 +502,7 @@ def evaluate_one_t(
         u = tuple(c / distance for c in delta)
         ray = k.rotate(q, k.split(objective.local_axis))
         # d u = -(I - u u^T) d point / |delta|;  d ray = w x ray
-        u_dot_j = _dot(_rows(u), j_point)
+        u_dot_j = k.dot(_rows(u), j_point)
         du = tuple(-(j - c[None] * u_dot_j) / distance[None] for j, c in zip(j_point, u))
         add(_sub(ray, u), tuple(a - b for a, b in zip(k.cross(jw, _rows(ray)), du)), w_rot)
         rot_err = _angle_between(ray, u)

@@ -38,8 +38,8 @@ import numpy as np
 
 from pyroki_ros.collision import gjk
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World, pose_rotations
-from pyroki_ros.collision.gjk import _dot
 from pyroki_ros.model import kinematics as k
+from pyroki_ros.model.kinematics import dot
 from pyroki_ros.model.robot import Robot
 
 _EPS = 1e-9  # below this length a candidate axis (a cross product of parallel edges) is void
@@ -55,7 +55,7 @@ _EPS = 1e-9  # below this length a candidate axis (a cross product of parallel e
 
 def _local(u, v):
     """Root-frame vector v in the box frame whose axes are u."""
-    return tuple(_dot(u[i], v) for i in range(3))
+    return tuple(dot(u[i], v) for i in range(3))
 
 
 def _root(u, v):
@@ -93,7 +93,7 @@ def _unit(v, length):
 
 
 def _norm(v):
-    return jnp.sqrt(_dot(v, v))
+    return jnp.sqrt(dot(v, v))
 
 
 _E = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
@@ -110,7 +110,7 @@ def _box_box(t, v, h, h2, with_axes):
         out.append((jnp.abs(t[i]) - h[i] - reach_o, _E[i]))
     for j in range(3):
         reach_r = sum(a[i][j] * h[i] for i in range(3))
-        out.append((jnp.abs(_dot(v[j], t)) - reach_r - h2[j], v[j]))
+        out.append((jnp.abs(dot(v[j], t)) - reach_r - h2[j], v[j]))
     for i in range(3):
         for j in range(3):
             m, n = (j + 1) % 3, (j + 2) % 3
@@ -122,7 +122,7 @@ def _box_box(t, v, h, h2, with_axes):
 def _cylinder_point(x, t, z, radius, half_height):
     """The point of a solid cylinder (centre t, unit axis z, radius, half height) nearest x."""
     rel = tuple(a - b for a, b in zip(x, t))
-    height = _dot(rel, z)
+    height = dot(rel, z)
     radial = tuple(r - height * c for r, c in zip(rel, z))
     rho = _norm(radial)
     scale = jnp.where(rho > radius, radius / jnp.where(rho > 0, rho, 1.0), 1.0)
@@ -132,8 +132,8 @@ def _cylinder_point(x, t, z, radius, half_height):
 
 def _cylinder_reach(a, z, radius, half_height):
     """Half-length of a cylinder's projection (unit axis z) on the axis a, times |a|."""
-    cos = _dot(a, z)
-    return half_height * jnp.abs(cos) + radius * jnp.sqrt(jnp.maximum(_dot(a, a) - cos * cos, 0.0))
+    cos = dot(a, z)
+    return half_height * jnp.abs(cos) + radius * jnp.sqrt(jnp.maximum(dot(a, a) - cos * cos, 0.0))
 
 
 def _box_cylinder(t, z, h, radius, half_height, with_axes):
@@ -146,7 +146,7 @@ def _box_cylinder(t, z, h, radius, half_height, with_axes):
         sine = jnp.sqrt(jnp.maximum(1.0 - z[i] * z[i], 0.0))
         gap = jnp.abs(t[i]) - h[i] - half_height * jnp.abs(z[i]) - radius * sine
         out.append((gap, _E[i]))
-    along_z = _dot(t, z)
+    along_z = dot(t, z)
     out.append((jnp.abs(along_z) - _reach(h, z) - half_height, z))
     for i in range(3):
         gap, axis = _edge(i, z, t, h, 0.0, with_axes)
@@ -160,7 +160,7 @@ def _box_cylinder(t, z, h, radius, half_height, with_axes):
     a = tuple(c - jnp.clip(c, -e, e) for c, e in zip(x, h))
     length = _norm(a)
     reach_c = _cylinder_reach(a, z, radius, half_height)
-    gap = _normalised(jnp.abs(_dot(a, t)) - _reach(h, a) - reach_c, length)
+    gap = _normalised(jnp.abs(dot(a, t)) - _reach(h, a) - reach_c, length)
     out.append((gap, _unit(a, length) if with_axes else None))
     return out
 
@@ -176,7 +176,7 @@ def _box_capsule(a0, s, h, radius, with_axes):
         out.append((gap - radius, axis))
     x = _segment_centre_point(a0, s)
     length = _norm(x)
-    gap = jnp.abs(_dot(x, middle)) - _reach(h, x) - 0.5 * jnp.abs(_dot(x, s))
+    gap = jnp.abs(dot(x, middle)) - _reach(h, x) - 0.5 * jnp.abs(dot(x, s))
     out.append((_normalised(gap, length) - radius, _unit(x, length) if with_axes else None))
     return out
 
@@ -241,7 +241,7 @@ def _support_point(hull, a):
 def _hull_gap(hull, t, reach_o, a):
     """The gap between the hull and an obstacle (centre t, half-width ``reach_o(a)``) along
     the unit local axis a."""
-    along = _dot(a, t)
+    along = dot(a, t)
     sign = jnp.where(along >= 0, 1.0, -1.0)
     return jnp.abs(along) - reach_o(a) - _support(hull, tuple(sign * x for x in a))
 
@@ -253,7 +253,7 @@ def _hull_candidates(hull, t, reach_o, support_o, axes, start, kind):
     ``kind``: the obstacle's kind (its GJK rounds: HULL_ROUNDS)."""
     out = [(_hull_gap(hull, t, reach_o, a), a) for a in axes]
     _, axis = _largest([start, *out])
-    sign = jnp.where(_dot(axis, t) >= 0, -1.0, 1.0)  # from the obstacle to the hull
+    sign = jnp.where(dot(axis, t) >= 0, -1.0, 1.0)  # from the obstacle to the hull
     v = gjk.separation(
         lambda a: _support_point(hull, a),
         support_o,
@@ -270,12 +270,12 @@ def _hull_candidates(hull, t, reach_o, support_o, axes, start, kind):
 def _segment_support(a0, s):
     """A segment's support (a capsule's, less its radius: GJK then ends in a few rounds as
     for polytopes, and the direction is the same)."""
-    return lambda a: tuple(p + jnp.where(_dot(a, s) > 0, 1.0, 0.0) * q for p, q in zip(a0, s))
+    return lambda a: tuple(p + jnp.where(dot(a, s) > 0, 1.0, 0.0) * q for p, q in zip(a0, s))
 
 
 def _box_support(t, v, h2):
     def support(a):
-        signs = [jnp.where(_dot(a, v[j]) >= 0, h2[j], -h2[j]) for j in range(3)]
+        signs = [jnp.where(dot(a, v[j]) >= 0, h2[j], -h2[j]) for j in range(3)]
         return tuple(t[k] + sum(signs[j] * v[j][k] for j in range(3)) for k in range(3))
 
     return support
@@ -283,10 +283,10 @@ def _box_support(t, v, h2):
 
 def _cylinder_support(t, z, radius, half_height):
     def support(a):
-        along = _dot(a, z)
+        along = dot(a, z)
         radial = tuple(x - along * c for x, c in zip(a, z))
         # Again: with a along the axis, rounding leaves a radial part that is not across it.
-        radial = tuple(x - _dot(radial, z) * c for x, c in zip(radial, z))
+        radial = tuple(x - dot(radial, z) * c for x, c in zip(radial, z))
         e = _unit(radial, _norm(radial))
         end = jnp.where(along >= 0, half_height, -half_height)
         return tuple(p + end * c + radius * r for p, c, r in zip(t, z, e))
@@ -296,7 +296,7 @@ def _cylinder_support(t, z, radius, half_height):
 
 def _segment_centre_point(a0, s):
     """The point of the segment from a0 along s (local) nearest the box's centre."""
-    f = jnp.clip(-_dot(a0, s) / jnp.maximum(_dot(s, s), _EPS), 0, 1)
+    f = jnp.clip(-dot(a0, s) / jnp.maximum(dot(s, s), _EPS), 0, 1)
     return tuple(a + f * b for a, b in zip(a0, s))
 
 
@@ -337,7 +337,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         d, axis = _largest(candidates, with_axes)
         if not with_axes:
             return (d,)
-        sign = jnp.where(_dot(axis, t) >= 0, 1.0, -1.0)
+        sign = jnp.where(dot(axis, t) >= 0, 1.0, -1.0)
         towards = tuple(sign * x for x in axis)
         if hull is None:
             corner = tuple(jnp.where(x >= 0, e, -e) for x, e in zip(towards, h))
@@ -384,7 +384,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         if hull is not None:
             x = _segment_centre_point(a0, s)
             candidates += _hull_candidates(
-                hull, middle, lambda a: 0.5 * jnp.abs(_dot(a, s)) + radius,
+                hull, middle, lambda a: 0.5 * jnp.abs(dot(a, s)) + radius,
                 _segment_support(a0, s), [_unit(x, _norm(x))], _largest(candidates), "capsule",
             )  # fmt: skip
         parts.append(best(candidates, middle))
@@ -396,7 +396,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         candidates = _box_box(t, v, h, h2, need_axes)
         if hull is not None:
             candidates += _hull_candidates(
-                hull, t, lambda a: sum(e * jnp.abs(_dot(a, w)) for e, w in zip(h2, v)),
+                hull, t, lambda a: sum(e * jnp.abs(dot(a, w)) for e, w in zip(h2, v)),
                 _box_support(t, v, h2), list(v), _largest(candidates), "box",
             )  # fmt: skip
         parts.append(best(candidates, t))
@@ -405,7 +405,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         local = _local(u, n)
         inward = tuple(-x for x in local)
         reach = _reach(h, local) if hull is None else _support(hull, inward)
-        d = _dot(n, c) + along(world.halfspace_offsets) - reach
+        d = dot(n, c) + along(world.halfspace_offsets) - reach
         if with_axes:
             if hull is None:
                 corner = tuple(jnp.where(x >= 0, -e, e) for x, e in zip(local, h))
@@ -422,7 +422,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         candidates = _box_cylinder(t, z, h, radius, height, need_axes)
         if hull is not None:
             reach_o = lambda a: _cylinder_reach(a, z, radius, height)
-            across = tuple(a - _dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
+            across = tuple(a - dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
             candidates += _hull_candidates(
                 hull, t, reach_o, _cylinder_support(t, z, radius, height),
                 [z, _unit(across, _norm(across))], _largest(candidates), "cylinder",

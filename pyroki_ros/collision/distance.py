@@ -26,9 +26,9 @@ def sphere_centers(robot: Robot, spheres: RobotSpheres, q: jax.Array) -> jax.Arr
     return jnp.stack([rotated[i] + poses[..., 4 + i] for i in range(3)], axis=-1)
 
 
-def safe_norm3(*xs: jax.Array) -> jax.Array:
-    """|(x, y, z)| (or |(x, y)|: a cylinder's axis) of component arrays, with gradient 0
-    (not NaN) at 0."""
+def safe_norm(*xs: jax.Array) -> jax.Array:
+    """|(x, y, z)| (or |(x, y)|: across a cylinder's axis) of component arrays, with gradient
+    0 (not NaN) at 0."""
     sq = sum(x * x for x in xs)
     positive = sq > 0
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
@@ -43,7 +43,7 @@ def _along(a: jax.Array, ndim: int, axis: int) -> jax.Array:
 
 def _sphere_part(centers, world: World, along) -> jax.Array:
     o = world.sphere_centers
-    d = safe_norm3(*(c - along(o[:, i]) for i, c in enumerate(centers)))
+    d = safe_norm(*(c - along(o[:, i]) for i, c in enumerate(centers)))
     return d - along(world.sphere_radii)
 
 
@@ -53,7 +53,7 @@ def _capsule_part(centers, world: World, along) -> jax.Array:
     rel = tuple(c - along(a[:, i]) for i, c in enumerate(centers))
     along_ab = sum(r * along(ab[:, i]) for i, r in enumerate(rel))
     t = jnp.clip(along_ab / along(jnp.where(length2 > 0, length2, 1.0)), 0.0, 1.0)
-    d = safe_norm3(*(r - t * along(ab[:, i]) for i, r in enumerate(rel)))
+    d = safe_norm(*(r - t * along(ab[:, i]) for i, r in enumerate(rel)))
     return d - along(world.capsule_radii)
 
 
@@ -67,7 +67,7 @@ def _in_frames(centers, pose, along):
 def _box_part(centers, world: World, along) -> jax.Array:
     local = _in_frames(centers, world.box_poses, along)
     excess = tuple(jnp.abs(x) - along(world.box_half_extents[:, i]) for i, x in enumerate(local))
-    outside = safe_norm3(*(jnp.maximum(e, 0.0) for e in excess))
+    outside = safe_norm(*(jnp.maximum(e, 0.0) for e in excess))
     inside = jnp.minimum(jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2]), 0.0)
     return outside + inside
 
@@ -84,9 +84,9 @@ def _cylinder_part(centers, world: World, along) -> jax.Array:
     their positive parts, the distance to the side, a cap or the rim; inside: the larger,
     minus the depth to the nearest surface)."""
     local = _in_frames(centers, world.cylinder_poses, along)
-    radial = safe_norm3(local[0], local[1]) - along(world.cylinder_radii)
+    radial = safe_norm(local[0], local[1]) - along(world.cylinder_radii)
     axial = jnp.abs(local[2]) - along(world.cylinder_half_heights)
-    outside = safe_norm3(jnp.maximum(radial, 0.0), jnp.maximum(axial, 0.0))
+    outside = safe_norm(jnp.maximum(radial, 0.0), jnp.maximum(axial, 0.0))
     inside = jnp.minimum(jnp.maximum(radial, axial), 0.0)
     return outside + inside
 
@@ -118,7 +118,7 @@ def obstacle_distances_t(centers: tuple[jax.Array, ...], world: World, axis: int
 
 def unit3(v) -> tuple[jax.Array, ...]:
     """v / |v| of a component triple (zero stays zero)."""
-    length = jnp.maximum(safe_norm3(*v), 1e-12)
+    length = jnp.maximum(safe_norm(*v), 1e-12)
     return tuple(x / length for x in v)
 
 
@@ -167,7 +167,7 @@ def _halfspace_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
 
 def _cylinder_gradient(points, world: World, index) -> tuple[jax.Array, ...]:
     quat, local = _to_frame(points, world.cylinder_poses[index])
-    rho = safe_norm3(local[0], local[1])
+    rho = safe_norm(local[0], local[1])
     # Radial unit vector; on the axis every radial direction is as good: take local x, so a
     # sphere on the axis of a can is still pushed out (a zero gradient would stall it).
     off_axis = rho > 0
@@ -319,7 +319,7 @@ def self_distances(
     """
     i, j = spheres.self_pairs[:, 0], spheres.self_pairs[:, 1]
     gap = centers[..., i, :] - centers[..., j, :]
-    d = safe_norm3(gap[..., 0], gap[..., 1], gap[..., 2]) - spheres.self_reach
+    d = safe_norm(gap[..., 0], gap[..., 1], gap[..., 2]) - spheres.self_reach
     return d if checked is None else jnp.where(checked, d, jnp.inf)
 
 

@@ -748,9 +748,9 @@ class World:
             cylinder_half_heights=(cylinder_half_heights, ()),
         )
         a = {**s, **c, **b, **h, **y}
-        for name in ("sphere_radii", "capsule_radii", "box_half_extents", "cylinder_radii"):
+        for name in ("sphere_radii", "capsule_radii", "box_half_extents", "cylinder_radii",
+                     "cylinder_half_heights"):  # fmt: skip
             positive(name, a[name])
-        positive("cylinder_half_heights", a["cylinder_half_heights"])
 
         def norms(name, x, what):
             n = np.linalg.norm(x, axis=1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from pyroki_ros.model.kinematics import cross
+from pyroki_ros.model.kinematics import cross, dot
 
 # Rounds per pair by default (boxes.HULL_ROUNDS takes fewer where an obstacle kind
 # converges sooner); every round costs one support of each shape. 12 meets the tolerances of
@@ -41,10 +41,6 @@ _TILT = (1.3e-5, 0.7e-5, 1.1e-5)
 _REL = 1e-9  # a simplex face whose Gram determinant is below this, relative, is degenerate
 
 
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
 def _sub(a, b):
     return tuple(x - y for x, y in zip(a, b))
 
@@ -62,13 +58,13 @@ def _projection(points):
     edges = [_sub(q, p) for q in points[1:]]
     if len(points) == 2:
         (e,) = edges
-        ee = _dot(e, e)
-        ok = ee > _REL * (_dot(p, p) + 1.0)
-        s = -_dot(p, e) / jnp.where(ok, ee, 1.0)
+        ee = dot(e, e)
+        ok = ee > _REL * (dot(p, p) + 1.0)
+        s = -dot(p, e) / jnp.where(ok, ee, 1.0)
         return _combine(p, (s,), edges), ok & (s >= 0) & (s <= 1)
     e1, e2 = edges
-    a11, a12, a22 = _dot(e1, e1), _dot(e1, e2), _dot(e2, e2)
-    b1, b2 = -_dot(p, e1), -_dot(p, e2)
+    a11, a12, a22 = dot(e1, e1), dot(e1, e2), dot(e2, e2)
+    b1, b2 = -dot(p, e1), -dot(p, e2)
     det = a11 * a22 - a12 * a12
     ok = det > _REL * a11 * a22
     inverse = 1.0 / jnp.where(ok, det, 1.0)
@@ -80,14 +76,14 @@ def _contains_origin(points):
     """Whether the tetrahedron of 4 points holds the origin."""
     p = points[0]
     e1, e2, e3 = (_sub(q, p) for q in points[1:])
-    det = _dot(e1, cross(e2, e3))
-    ok = jnp.abs(det) > _REL * jnp.sqrt(_dot(e1, e1) * _dot(e2, e2) * _dot(e3, e3))
+    det = dot(e1, cross(e2, e3))
+    ok = jnp.abs(det) > _REL * jnp.sqrt(dot(e1, e1) * dot(e2, e2) * dot(e3, e3))
     inverse = 1.0 / jnp.where(ok, det, 1.0)
     m = tuple(-x for x in p)
     weights = (
-        _dot(m, cross(e2, e3)) * inverse,
-        _dot(e1, cross(m, e3)) * inverse,
-        _dot(e1, cross(e2, m)) * inverse,
+        dot(m, cross(e2, e3)) * inverse,
+        dot(e1, cross(m, e3)) * inverse,
+        dot(e1, cross(e2, m)) * inverse,
     )
     return ok & (weights[0] >= 0) & (weights[1] >= 0) & (weights[2] >= 0) & (sum(weights) <= 1)
 
@@ -102,10 +98,10 @@ def _nearest_face(v, keep, w):
     where fewer) of the sub-simplex it lies on, and whether the origin is inside; v: the
     kept points' nearest point (it stays where w brings nothing nearer)."""
     points = keep + [w]
-    best, n2 = v, _dot(v, v)
+    best, n2 = v, dot(v, v)
     for subset in _SUBSETS:
         x, ok = _projection([points[i] for i in subset])
-        norm2 = jnp.where(ok, _dot(x, x), jnp.inf)
+        norm2 = jnp.where(ok, dot(x, x), jnp.inf)
         kept = [points[i] for i in (subset + subset * 2)[:3]]
         better = norm2 < n2
         best = tuple(jnp.where(better, a, b) for a, b in zip(x, best))

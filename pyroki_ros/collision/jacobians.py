@@ -14,7 +14,7 @@ from pyroki_ros.collision.boxes import HULL_COLUMNS, box_frames_t, nearest_box_o
 from pyroki_ros.collision.distance import (
     nearest_obstacle_t,
     obstacle_clearance_t,
-    safe_norm3,
+    safe_norm,
     unit3,
 )
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World
@@ -166,7 +166,7 @@ class CollisionTerms:
         skip = jnp.maximum(self._pad, 1.0 - checked[self._pair_row].astype(centers[0].dtype))
         reach = np.asarray(self.spheres.self_reach, np.float64)[self._pair_row] - FAR * skip
         gap = k.materialize(tuple(c[first] - c[second] for c in centers))  # (G, K, B)
-        (d_all,) = k.materialize((safe_norm3(*gap) - reach[:, :, None].astype(gap[0].dtype),))
+        (d_all,) = k.materialize((safe_norm(*gap) - reach[:, :, None].astype(gap[0].dtype),))
         d = jnp.min(d_all, axis=1)
         # One-hot of the nearest slot and reductions instead of gathers (gathers with
         # computed indices fuse badly on a CPU).
@@ -219,7 +219,7 @@ class CollisionTerms:
             world_d = jnp.concatenate([world_d, box_d], 0)
         pairs = np.asarray(self.spheres.self_pairs)
         gap = tuple(c[pairs[:, 0]] - c[pairs[:, 1]] for c in centers)
-        self_d = safe_norm3(*gap) - self.spheres.self_reach[:, None]
+        self_d = safe_norm(*gap) - self.spheres.self_reach[:, None]
         return world_d, jnp.where(self_checked[:, None], self_d, jnp.inf)
 
     def rows_t(

@@ -43,6 +43,10 @@ def qconj(a: Quat) -> Quat:
     return (a[0], -a[1], -a[2], -a[3])
 
 
+def dot(a: Vec, b: Vec) -> jax.Array:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
 def cross(a: Vec, b: Vec) -> Vec:
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
