@@ -21,7 +21,7 @@ from pyroki_ros.ik.settings import (
     bucket,
     structure,
 )
-from pyroki_ros.ik.solver import IKSolver, StagePlan
+from pyroki_ros.ik.solver import IKSolver
 
 __all__ = [
     "BUCKETS",
@@ -31,7 +31,6 @@ __all__ = [
     "IKResult",
     "IKSolver",
     "PoseSolver",
-    "StagePlan",
     "bucket",
     "enable_compilation_cache",
     "residual_and_jacobian",

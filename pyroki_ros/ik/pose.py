@@ -48,18 +48,19 @@ class PoseSolver:
         obj.validate(solver.robot, (template,))
         self._solver = solver
         self._options = options
-        settings = solver.settings(**options)
-        # The program's flat input is [settings, seed, target, the template's other fields];
-        # the plans of a call without and with a time budget (see IKSolver.solve()).
-        self._plans = {timed: solver.stage_plan(settings, timed) for timed in (False, True)}
+        settings = self._settings = solver.settings(**options)
         tail = [template.axis, template.local_point, template.local_axis, template.weights]
         n = self._n = solver.robot.n_joints
         self._seed = slice(_Settings.size(n), _Settings.size(n) + n)
         self._target = slice(self._seed.stop, self._seed.stop + 7)
-        self._inputs = {}  # seed (default: the middle of the limits), target filled in per call
-        for timed, plan in self._plans.items():
-            inputs = np.concatenate([plan.packed, np.zeros(n + 7), *tail], dtype=plan.dtype)
-            inputs[self._seed] = plan.seed
+        # The program's flat input is [first stage's settings, seed, target, the template's
+        # other fields], for a call without and with a time budget (see IKSolver.solve()):
+        # seed (default: the middle of the limits), target filled in per call.
+        self._inputs = {}
+        for timed in (False, True):
+            packed = solver.packed_first_stage(settings, timed)
+            inputs = np.concatenate([packed, np.zeros(n + 7), *tail], dtype=packed.dtype)
+            inputs[self._seed] = settings.center
             self._inputs[timed] = inputs
         self._structure = (structure(template),)
         self._program = solver.program(self._structure, 1)
@@ -81,8 +82,7 @@ class PoseSolver:
             )
         # Straight into the program's input: it normalises the quaternion, puts the seed
         # into the limits and flags NaN (checked below, off the path of a solved target).
-        timed = timeout > 0
-        packed = self._inputs[timed].copy()
+        packed = self._inputs[timeout > 0].copy()
         packed[self._target] = target
         if seed is not None:
             packed[self._seed] = seed
@@ -92,9 +92,7 @@ class PoseSolver:
         if out[0, self._success] < 0.5:  # restarts left, a rest bias, or invalid input
             self._check(packed)
             row = packed[self._seed.start :].reshape(1, -1)
-        return self._solver.finish_one(
-            out, row, self._plans[timed], self._structure, start, timeout
-        )
+        return self._solver.finish_one(out, row, self._settings, self._structure, start, timeout)
 
     def _check(self, packed: np.ndarray) -> None:
         problem = packed[self._seed.start : self._target.stop]

@@ -39,18 +39,6 @@ from pyroki_ros.model.limits import JointLimits
 from pyroki_ros.model.robot import Robot
 
 
-@dataclasses.dataclass(frozen=True)
-class StagePlan:
-    """How a solve with given options runs one problem (see :meth:`IKSolver.stage_plan`): the
-    interface :class:`PoseSolver` prepares its calls with."""
-
-    settings: _Settings  # the checked options
-    first: _Settings  # the first stage's (see IKSolver._first_stage)
-    packed: np.ndarray  # (_Settings.size(n),) ``first`` packed for one problem, program dtype
-    seed: np.ndarray  # (n,) float64, the default seed: the middle of the solve's limits
-    dtype: np.dtype  # the program's
-
-
 class IKSolver:
     """Solves IK problems for one robot; keeps one compiled program per problem structure.
 
@@ -93,39 +81,40 @@ class IKSolver:
     def program(self, structure: tuple, size: int):
         """The compiled solver for an objective structure and a batch bucket size (a
         :class:`_ShardedProgram` when a batch is split over several devices: ``size`` then a
-        multiple of their count, see :meth:`_size`)."""
+        multiple of their count, see :meth:`_solve_rows`)."""
         mesh = self._mesh if size > 1 else None
         lanes = min(self._max_lanes, size // (mesh.size if mesh is not None else 1))
         key = (structure, lanes, mesh is not None)
         program = self._programs.get(key)
-        if program is None:
-            with self._lock:  # one jitted function per key, even under concurrent first calls
-                program = self._programs.get(key)
-                if program is None:
-                    links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
-                    pruned = self.robot.subtree(tuple(sorted(links)))
-                    if mesh is None:
-                        pruned = jax.device_put(pruned, self.device)
-                        fn = functools.partial(
-                            _packed_solve, pruned, structure, lanes, parallel=self._parallel
-                        )
-                        program = jax.jit(fn)
-                    else:  # the robot as constants of the program (every device), rows split
-                        pruned = jax.tree.map(np.asarray, pruned)
-                        fn = functools.partial(
-                            _sharded_solve, pruned, structure, lanes, parallel=self._parallel
-                        )
-                        program = _ShardedProgram(
-                            devices.over_devices(fn, mesh, (devices.SAME, devices.ROWS))
-                        )
-                    self._programs[key] = program
+        if program is not None:
+            return program
+        with self._lock:  # one jitted function per key, even under concurrent first calls
+            program = self._programs.get(key)
+            if program is None:
+                program = self._programs[key] = self._compile(structure, lanes, mesh)
         return program
 
-    def _size(self, count: int) -> int:
-        """Rows of the program for ``count`` problems: the bucket, a multiple of the device
-        count when batches are split over several devices."""
+    def _compile(self, structure: tuple, lanes: int, mesh) -> Callable:
+        """A new program of :meth:`program`, for the robot pruned to the objectives' links."""
+        links = {s[1] for s in structure} | {s[2] for s in structure if s[2]}
+        pruned = self.robot.subtree(tuple(sorted(links)))
+        if mesh is None:
+            pruned = jax.device_put(pruned, self.device)
+            fn = functools.partial(_packed_solve, pruned, structure, lanes, parallel=self._parallel)
+            return jax.jit(fn)
+        # the robot as constants of the program (every device), rows split
+        pruned = jax.tree.map(np.asarray, pruned)
+        fn = functools.partial(_sharded_solve, pruned, structure, lanes, parallel=self._parallel)
+        return _ShardedProgram(devices.over_devices(fn, mesh, (devices.SAME, devices.ROWS)))
+
+    def _solve_rows(self, keys: tuple, packed: np.ndarray, params: np.ndarray) -> np.ndarray:
+        """Answer records (count, out width) of the problems ``params`` (count, width) under
+        the packed settings ``packed``: the rows padded to the program's (the bucket, a
+        multiple of the device count when batches are split over several devices)."""
+        count = len(params)
         size = bucket(count)
-        return devices.padded_size(size, self._mesh) if size > 1 else size
+        size = devices.padded_size(size, self._mesh) if size > 1 else size
+        return _run(self.program(keys, size), packed, devices.pad_rows(params, size))[:count]
 
     def forget(self, structure: tuple) -> None:
         """Drops the compiled programs of an objective structure (``tuple(structure(o))``
@@ -177,8 +166,8 @@ class IKSolver:
 
     def _first_stage(self, settings: _Settings, timed: bool) -> _Settings:
         """Settings of a call's first stage: with a rest bias, a short biased stage; with a
-        time budget, the attempt from the seed only (the second stage, :meth:`_continue`, gets
-        the rest)."""
+        time budget, the attempt from the seed only (the second stage, :meth:`_second_stage`,
+        gets the rest)."""
         if not (settings.rest_weight > 0 or timed):
             return settings
 
@@ -187,18 +176,17 @@ class IKSolver:
         make = lambda: dataclasses.replace(settings, max_iterations=cap)
         return self._per_settings(settings, ("first stage", timed), make)
 
-    def stage_plan(self, settings: _Settings, timed: bool) -> StagePlan:
-        """What a single-problem call with ``settings`` (from :meth:`settings`) needs, prepared
-        once: the first stage's settings packed, the default seed. ``timed``: with a time
-        budget. Finish such a call with :meth:`finish_one`."""
-        first = self._first_stage(settings, timed)
-        return StagePlan(settings, first, self._packed(first, 1), settings.center, self._dtype)
+    def packed_first_stage(self, settings: _Settings, timed: bool) -> np.ndarray:
+        """The first stage's settings of a single-problem call with ``settings`` (from
+        :meth:`settings`; ``timed``: with a time budget), packed in the program's dtype: what
+        :class:`PoseSolver` prepares its calls with. Finish such a call with :meth:`finish_one`."""
+        return self._packed(self._first_stage(settings, timed), 1)
 
     def finish_one(
         self,
         out: np.ndarray,
         row: np.ndarray,
-        plan: StagePlan,
+        settings: _Settings,
         keys: tuple,
         start: float,
         timeout: float = 0.0,
@@ -210,9 +198,7 @@ class IKSolver:
         columns = _answer_columns(self.robot.n_joints, len(keys))
         timed_out = False
         if out[0, columns["success"].start] < 0.5:
-            out, timed_out = self._second_stage(
-                out, row, plan.settings, plan.first, keys, start, timeout
-            )
+            out, timed_out = self._second_stage(out, row, settings, keys, start, timeout)
         return self._one_result(out[0], columns, time.perf_counter() - start, timed_out)
 
     def _packed(self, settings: _Settings, count: int) -> np.ndarray:
@@ -342,13 +328,9 @@ class IKSolver:
         """Solves the problems ``params`` (count, width): the first stage, then the second
         (see :meth:`_second_stage`). Returns the answer records (count, out width) and whether
         the time budget cut the restarts short."""
-        count = len(params)
-        size = self._size(count)
-        if size > count:
-            params = np.concatenate([params, np.repeat(params[-1:], size - count, 0)])
-        first_settings = self._first_stage(settings, timeout > 0)
-        out = _run(self.program(keys, size), self._packed(first_settings, count), params)[:count]
-        return self._second_stage(out, params, settings, first_settings, keys, start, timeout)
+        first = self._first_stage(settings, timeout > 0)
+        out = self._solve_rows(keys, self._packed(first, len(params)), params)
+        return self._second_stage(out, params, settings, keys, start, timeout)
 
     def _rounds(
         self, params, settings: _Settings, keys: tuple, start: float, timeout: float, feasible
@@ -360,28 +342,25 @@ class IKSolver:
         lowest cost (reported unsuccessful)."""
         n = self.robot.n_joints
         columns = _answer_columns(n, len(keys))
-        success, cost = columns["success"].start, columns["cost"].start
-        iterations = columns["iterations"].start
-        count = len(params)
-        out = np.zeros((count, columns["cost"].stop), np.float64)
+        success, cost, iterations = (columns[k].start for k in ("success", "cost", "iterations"))
+        out = np.zeros((len(params), columns["cost"].stop), np.float64)
         out[:, cost] = np.inf
-        todo = np.arange(count)
+        todo = np.arange(len(params))
         per_round = _FIRST_PASS_RESTARTS * settings.iterations_per_restart
-        spent = 0
         timed_out = False
         for round_index in itertools.count():
-            budget = min(per_round, settings.max_iterations - spent)
+            budget = min(per_round, settings.max_iterations - round_index * per_round)
             left = timeout - (time.perf_counter() - start)
             if budget <= 0 or not len(todo) or (timeout > 0 and round_index and left <= 0):
-                timed_out = timed_out or (bool(len(todo)) and budget > 0)
-                break
+                return out, timed_out or (bool(len(todo)) and budget > 0)
             stage = dataclasses.replace(
                 settings, max_iterations=budget, first_restart=round_index * _FIRST_PASS_RESTARTS
             )
             time_left = max(left, 1e-9) if timeout > 0 else 0.0
-            records, cut = self._staged(params[todo], stage, keys, time.perf_counter(), time_left)
+            records, timed_out = self._staged(
+                params[todo], stage, keys, time.perf_counter(), time_left
+            )
             records = np.asarray(records, np.float64)
-            spent += budget
             converged = records[:, success] > 0.5
             ok = np.zeros(len(todo), bool)
             if converged.any():
@@ -395,61 +374,51 @@ class IKSolver:
             records[~ok, success] = 0.0  # an infeasible answer is no success
             records[:, iterations] += out[todo, iterations]
             better = ok | (records[:, cost] < out[todo, cost])
-            previous_iterations = records[:, iterations].copy()
-            out[todo] = np.where(better[:, None], records, out[todo])
-            out[todo, iterations] = previous_iterations
+            out[todo[better]] = records[better]
+            out[todo, iterations] = records[:, iterations]
             todo = todo[~ok]
-            timed_out = cut
-        return out, timed_out
 
     def _second_stage(
-        self, out, params, settings, first_settings, structure, start: float, timeout: float
+        self, out, params, settings: _Settings, keys: tuple, start: float, timeout: float
     ) -> tuple[np.ndarray, bool]:
-        """After the first stage (``first_settings``): the problems it left unsolved get the
+        """After the first stage (:meth:`_first_stage`): the problems it left unsolved get the
         rest of their iteration budget, as much of it as fits in what is left of ``timeout``
-        (estimated from the first stage's cost per iteration). Returns the answer records
-        and whether the time budget cut the restarts short."""
-        columns = _answer_columns(self.robot.n_joints, len(structure))
-        failed = np.flatnonzero(out[:, columns["success"].start] < 0.5)
-        budget = settings.max_iterations - first_settings.max_iterations
+        (estimated from the first stage's cost per iteration), without the rest term (it pulls
+        the optimum off the task by ~ w |q - rest| / sigma^2), starting from where they are
+        unless a max_deviation box (centred on the seed) holds them. Keeps the better answer
+        per problem. Returns the answer records and whether the time budget cut the restarts
+        short."""
+        columns = _answer_columns(self.robot.n_joints, len(keys))
+        success, cost, iterations = (columns[k].start for k in ("success", "cost", "iterations"))
+        failed = np.flatnonzero(out[:, success] < 0.5)
+        budget = settings.max_iterations - self._first_stage(settings, timeout > 0).max_iterations
         timed_out = False
         if len(failed) and budget > 0 and timeout > 0:
             elapsed = time.perf_counter() - start
-            per_iteration = elapsed / max(float(out[:, columns["iterations"]].sum()), 1.0)
+            per_iteration = elapsed / max(float(out[:, iterations].sum()), 1.0)
             affordable = int((timeout - elapsed) / per_iteration / len(failed))
             timed_out = affordable < budget
             budget = min(budget, affordable)
-        if len(failed) and budget > 0:
-            out = self._continue(out, params, failed, settings, structure, budget, columns)
-        return out, timed_out
-
-    def _continue(self, out, params, failed, settings, structure, budget, columns) -> np.ndarray:
-        """Second stage for the problems ``failed`` left unsolved by the first: ``budget`` more
-        iterations each, without the rest term (it pulls the optimum off the task by
-        ~ w |q - rest| / sigma^2), starting from where they are unless a max_deviation box
-        (centred on the seed) holds them. Keeps the better answer per problem."""
+        if not (len(failed) and budget > 0):
+            return out, timed_out
         n = self.robot.n_joints
-        again = params[failed].copy()
+        again = params[failed]
         stage = dataclasses.replace(settings, rest_weight=0.0, max_iterations=budget)
         if not np.isfinite(settings.max_deviation).any():
             again[:, :n] = out[failed, :n]
             stage = dataclasses.replace(stage, first_restart=0)  # 0: go on from the answer
-        size = self._size(len(failed))
-        again = np.concatenate([again, np.repeat(again[-1:], size - len(failed), 0)])
-        program = self.program(structure, size)
-        later = _run(program, stage.pack(len(failed), self._dtype), again)[: len(failed)].copy()
+        later = self._solve_rows(keys, stage.pack(len(failed), self._dtype), again)
         out = out.copy()
-        later[:, columns["iterations"]] += out[failed, columns["iterations"]]
-        before = out[failed]
+        total = later[:, iterations] + out[failed, iterations]
         # The first stage's cost includes the rest term: an unbiased answer replaces it.
         better = (
-            (later[:, columns["success"].start] > 0.5)
-            | (later[:, columns["cost"].start] <= before[:, columns["cost"].start])
+            (later[:, success] > 0.5)
+            | (later[:, cost] <= out[failed, cost])
             | (settings.rest_weight > 0)
         )
-        out[failed] = np.where(better[:, None], later, before)
-        out[failed[~better], columns["iterations"]] = later[~better, columns["iterations"]]
-        return out
+        out[failed] = np.where(better[:, None], later, out[failed])
+        out[failed, iterations] = total
+        return out, timed_out
 
     def _result(
         self, out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
