@@ -23,6 +23,7 @@ lines because that specialisation is kept in this one named place beside its mea
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -76,29 +77,11 @@ def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
     return lower, upper, wraps
 
 
-def _evaluate(robot: Robot, objectives: Objectives, q: jax.Array, settings: _Settings):
-    """Objectives at q (n, lanes): residual (m, lanes), Jacobian (m, n, lanes) with inactive
-    columns zeroed, errors (k, lanes), cost (lanes,), converged (lanes,)."""
-    residual, jacobian, pos_err, rot_err = obj.evaluate_t(robot, q, objectives)
-    active = settings.active.astype(q.dtype)[:, None]
-    jacobian = jacobian * active[None]
-    offset = (q - settings.rest[:, None]) * active
-    cost = jnp.sum(residual**2, 0) + settings.rest_weight * jnp.sum(offset**2, 0)
-    converged = jnp.all(pos_err <= settings.tolerances[0], 0) & jnp.all(
-        rot_err <= settings.tolerances[1], 0
-    )
-    return residual, jacobian, pos_err, rot_err, cost, converged
-
-
-class _Layout:
-    """Column layout of the packed per-lane records (one array each, so that a select or a
-    scatter over the whole record is one kernel, not one per field)."""
-
-    def __init__(self, n: int, m: int, k: int):
-        self.n, self.m, self.k = n, m, k
-        # accepted point: q, residual, Jacobian, position / orientation errors, cost
-        self.acc = _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
-        self.out = _answer_columns(n, k)
+def _record_columns(n: int, m: int, k: int) -> dict[str, slice]:
+    """Rows of the packed per-lane record of an accepted point (one array, so that a select or
+    a scatter over the whole record is one kernel, not one per field): q, residual, Jacobian,
+    position / orientation errors, cost."""
+    return _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
 
 
 def _sample_box(lower, upper, settings: _Settings):
@@ -117,19 +100,24 @@ def _restart_point(restart, seed, lower, upper, steps):
     return jnp.where(restart[None, :] == 0, seed, lower + u * (upper - lower))
 
 
-def _accept(robot, objectives, q, settings, layout: _Layout, acc, best, lam):
+def _accept(robot, objectives, q, settings, acc_of: dict, acc, best, lam):
     """Evaluates ``q`` (n, lanes) and applies the LM acceptance: a lower cost replaces the
-    accepted record and relaxes the damping, a higher one stiffens it; the best record is kept.
+    accepted record (columns ``acc_of``) and relaxes the damping, a higher one stiffens it; the
+    best record is kept. The Jacobian's columns of inactive joints are zeroed.
 
     Returns the accepted record, best record, damping and ``done`` (lanes,): converged at a
     freshly accepted point."""
-    n, m = layout.n, layout.m
-    cost_row = layout.acc["cost"].start
-    residual, jacobian, pos_err, rot_err, cost, converged = _evaluate(
-        robot, objectives, q, settings
+    cost_row = acc_of["cost"].start
+    residual, jacobian, pos_err, rot_err = obj.evaluate_t(robot, q, objectives)
+    active = settings.active.astype(q.dtype)[:, None]
+    jacobian = jacobian * active[None]
+    offset = (q - settings.rest[:, None]) * active
+    cost = jnp.sum(residual**2, 0) + settings.rest_weight * jnp.sum(offset**2, 0)
+    converged = jnp.all(pos_err <= settings.tolerances[0], 0) & jnp.all(
+        rot_err <= settings.tolerances[1], 0
     )
     record = jnp.concatenate(
-        [q, residual, jacobian.reshape(m * n, q.shape[1]), pos_err, rot_err, cost[None]]
+        [q, residual, jacobian.reshape(-1, q.shape[1]), pos_err, rot_err, cost[None]]
     )
     better = improves(cost, acc[cost_row])
     acc = jnp.where(better[None], record, acc)
@@ -138,13 +126,12 @@ def _accept(robot, objectives, q, settings, layout: _Layout, acc, best, lam):
     return acc, best, lam, better & converged
 
 
-def _lm_step(acc, lam, lower, upper, wraps, settings, layout: _Layout):
+def _lm_step(acc, lam, lower, upper, wraps, settings, acc_of: dict):
     """The damped Gauss-Newton step from the accepted record, joints on a limit that the step
     would push through frozen, put back into the box: the next q (n, lanes)."""
-    n, m = layout.n, layout.m
-    acc_q = acc[layout.acc["q"]]
-    residual = acc[layout.acc["residual"]]  # (m, lanes)
-    jacobian = acc[layout.acc["jacobian"]].reshape(m, n, -1)
+    acc_q = acc[acc_of["q"]]
+    residual = acc[acc_of["residual"]]  # (m, lanes)
+    jacobian = acc[acc_of["jacobian"]].reshape(residual.shape[0], acc_q.shape[0], -1)
     active = settings.active[:, None]
     # Element-wise products and sums instead of tiny dots: they fuse (see kinematics.py).
     gradient = jnp.sum(jacobian * residual[:, None], axis=0)  # (n, lanes)
@@ -201,18 +188,13 @@ def _damped_step_lanes(
     return augmented[:, n] * free
 
 
-def _answer(layout: _Layout, acc, best, done, iterations):
+def _answer(acc_of: dict, acc, best, done, iterations):
     """Answer records (out width, lanes): the converged point, else the best over restarts."""
     answer = jnp.where(done[None], acc, best)
+    part = lambda name: answer[acc_of[name]]
+    row = lambda x: x[None].astype(acc.dtype)
     return jnp.concatenate(
-        [
-            answer[layout.acc["q"]],
-            done[None].astype(acc.dtype),
-            answer[layout.acc["pos"]],
-            answer[layout.acc["rot"]],
-            iterations[None].astype(acc.dtype),
-            answer[layout.acc["cost"]],
-        ]
+        [part("q"), row(done), part("pos"), part("rot"), row(iterations), part("cost")]
     )
 
 
@@ -224,13 +206,13 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
     Returns the answer record (1, n + 3 + 2k) (see :func:`_answer_columns`).
     """
     n, dtype = seeds.shape[1], seeds.dtype
-    layout = _Layout(n, sum(o.n_rows for o in objectives), len(objectives))
+    acc_of = _record_columns(n, sum(o.n_rows for o in objectives), len(objectives))
     steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
     targets = jax.tree.map(lambda x: x[:1].T, objectives)  # fields (size, 1)
     seed = seeds[:1].T  # (n, 1)
     lower, upper, wraps = _bounds(robot, seed, settings)
     sample_box = _sample_box(lower, upper, settings)  # once: the box is the same every step
-    empty = jnp.zeros((layout.acc["cost"].stop, 1), dtype).at[layout.acc["cost"].start].set(jnp.inf)
+    empty = jnp.zeros((acc_of["cost"].stop, 1), dtype).at[acc_of["cost"].start].set(jnp.inf)
     zero = jnp.zeros(1, jnp.int32)
     restart0 = jnp.full(1, settings.first_restart, jnp.int32)
     state = {
@@ -245,7 +227,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
 
     def body(s):
         acc, best, lam, done = _accept(
-            robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
+            robot, targets, s["q"], settings, acc_of, s["acc"], s["best"], s["lam"]
         )
         restarts, iters_restart, iters_total = s["counters"] + np.array([[0], [1], [1]], np.int32)
         finish = done | (iters_total >= settings.max_iterations)
@@ -253,7 +235,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
             (iters_restart >= settings.iterations_per_restart) | _DAMPING.stuck(lam)
         )
         restarts = restarts + restart.astype(jnp.int32)
-        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
+        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, acc_of)
         start = _restart_point(restarts, seed, *sample_box, steps)
         return {
             "q": jnp.where(restart[None], start, stepped),
@@ -266,7 +248,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
         }
 
     s = jax.lax.while_loop(lambda s: ~s["finish"][0], body, state)
-    return _answer(layout, s["acc"], s["best"], s["done"], s["counters"][2]).T
+    return _answer(acc_of, s["acc"], s["best"], s["done"], s["counters"][2]).T
 
 
 def _queue_solve(
@@ -304,8 +286,7 @@ def _queue_solve(
     n_problems, n = seeds.shape
     dtype = seeds.dtype
     m, k = sum(o.n_rows for o in objectives), len(objectives)
-    layout = _Layout(n, m, k)
-    acc_of, out_of = layout.acc, layout.out
+    acc_of, out_of = _record_columns(n, m, k), _answer_columns(n, k)
     steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
     lane_ids = jnp.arange(lanes)
     cost_row = acc_of["cost"].start
@@ -331,7 +312,7 @@ def _queue_solve(
     first = jnp.where(lane_ids < n_queued, lane_ids, idle)
     _, _, seed0, (lower0, upper0, _) = problem(first)
     restart0 = first_restart + position(first)[1] + jnp.zeros(lanes, jnp.int32)  # may be traced
-    empty_acc = jnp.zeros((layout.acc["cost"].stop, lanes), dtype).at[cost_row].set(jnp.inf)
+    empty_acc = jnp.zeros((acc_of["cost"].stop, lanes), dtype).at[cost_row].set(jnp.inf)
     state = {
         "slot": first,
         "next": jnp.minimum(jnp.int32(lanes), n_queued),
@@ -347,7 +328,7 @@ def _queue_solve(
         live = s["slot"] < n_queued
         index, targets, _seed, (lower, upper, wraps) = problem(s["slot"])
         acc, best, lam, done = _accept(
-            robot, targets, s["q"], settings, layout, s["acc"], s["best"], s["lam"]
+            robot, targets, s["q"], settings, acc_of, s["acc"], s["best"], s["lam"]
         )
 
         restarts, iters_restart, iters_total = s["counters"]
@@ -367,7 +348,7 @@ def _queue_solve(
         # Finished lanes write their answer (the converged point, else the best over
         # restarts) unless an earlier pass left a better one.
         iterations = iters_total + previous[out_of["iterations"].start].astype(jnp.int32)
-        rows = _answer(layout, acc, best, done, iterations)
+        rows = _answer(acc_of, acc, best, done, iterations)
         keep_previous = (previous[out_of["success"].start] > 0.5) | (
             ~done & (previous[out_of["cost"].start] <= rows[out_of["cost"].start])
         )
@@ -391,7 +372,7 @@ def _queue_solve(
         reset = finish | restart
         start = restart_point(restarts, new_seed, new_lower, new_upper)
 
-        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, layout)
+        stepped = _lm_step(acc, lam, lower, upper, wraps, settings, acc_of)
 
         return {
             "slot": slot,
@@ -527,12 +508,9 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, parallel: 
     valid = jnp.all(jnp.isfinite(params), axis=1)
     lower, upper, continuous = settings.lower, settings.upper, _wrapping(robot, settings)
     objectives = []
-    column = n
-    for kind, link, reference, align_axis in structure:
-        fields = {}
-        for name, size in _FIELDS:
-            fields[name] = params[:, column : column + size]
-            column += size
+    for index, (kind, link, reference, align_axis) in enumerate(structure):
+        start = n + index * _WIDTH  # the objective's columns, its fields in _FIELDS' order
+        fields = {name: params[:, start + f.start : start + f.stop] for name, f in _FIELDS.items()}
         wxyz, position = fields["target"][:, :4], fields["target"][:, 4:]
         norm = jnp.sqrt(jnp.sum(wxyz * wxyz, axis=1, keepdims=True))
         valid = valid & (norm[:, 0] > 1e-9)
@@ -580,17 +558,7 @@ def _sharded_solve(
 @dataclasses.dataclass(frozen=True)
 class _ShardedProgram:
     """A program of :func:`_sharded_solve` over several devices: settings and rows are
-    separate arguments (the rows split over the devices, the settings copied)."""
+    separate arguments (the rows split over the devices, the settings copied), where a
+    program of :func:`_packed_solve` takes one flat array."""
 
-    program: object
-
-    def __call__(self, settings_vector: np.ndarray, params: np.ndarray) -> jax.Array:
-        return self.program(settings_vector, params)
-
-
-def _run(program, settings_vector: np.ndarray, params: np.ndarray) -> np.ndarray:
-    """Calls a program of :func:`_packed_solve` (or a :class:`_ShardedProgram`) on host
-    arrays; its answer records, a numpy array (N, n + 3 + 2k)."""
-    if isinstance(program, _ShardedProgram):
-        return np.asarray(program(settings_vector, params))
-    return np.asarray(program(np.concatenate([settings_vector, params.ravel()])))
+    program: Callable[[np.ndarray, np.ndarray], jax.Array]

@@ -242,8 +242,9 @@ def _slices(**sizes: int) -> dict[str, slice]:
     return out
 
 
-_FIELDS = (("target", 7), ("axis", 3), ("local_point", 3), ("local_axis", 3), ("weights", 2))
-_WIDTH = sum(size for _, size in _FIELDS)
+# One objective's columns of an input row (after the seed's n), 18 in all.
+_FIELDS = _slices(target=7, axis=3, local_point=3, local_axis=3, weights=2)
+_WIDTH = _FIELDS["weights"].stop
 
 
 def structure(objective: obj.Objective) -> tuple:

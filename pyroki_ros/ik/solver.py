@@ -22,7 +22,6 @@ from pyroki_ros.ik.lm import (
     _CPU_LANES,
     _FIRST_PASS_RESTARTS,
     _packed_solve,
-    _run,
     _sharded_solve,
     _ShardedProgram,
 )
@@ -114,7 +113,10 @@ class IKSolver:
         count = len(params)
         size = bucket(count)
         size = devices.padded_size(size, self._mesh) if size > 1 else size
-        return _run(self.program(keys, size), packed, devices.pad_rows(params, size))[:count]
+        program, params = self.program(keys, size), devices.pad_rows(params, size)
+        if isinstance(program, _ShardedProgram):
+            return np.asarray(program.program(packed, params))[:count]
+        return np.asarray(program(np.concatenate([packed, params.ravel()])))[:count]
 
     def forget(self, structure: tuple) -> None:
         """Drops the compiled programs of an objective structure (``tuple(structure(o))``
