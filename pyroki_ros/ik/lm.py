@@ -549,7 +549,7 @@ def _sharded_solve(
     the settings becomes this share's."""
     rows = params.shape[0]
     first = jax.lax.axis_index(devices.AXIS) * rows
-    last = _Settings.n_valid_index(robot.n_joints)
+    last = _Settings.size(robot.n_joints) - 1  # the count of real problems
     local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
     packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
     return _packed_solve(robot, structure, lanes, packed, parallel)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 
 import jax
@@ -71,54 +72,42 @@ class _Settings:
 
     def pack(self, n_valid: int, dtype) -> np.ndarray:
         """The flat vector (:func:`size`,) in ``dtype``, for ``n_valid`` real problems."""
-        values = {name: getattr(self, name) for name, _ in _SCALARS[:-1]} | {"n_valid": n_valid}
-        vectors = [getattr(self, name) for name in _VECTORS]
-        scalars = [np.ravel(np.asarray(values[name], np.float64)) for name, _ in _SCALARS]
-        return np.concatenate([*vectors, *scalars], dtype=dtype)
+        values = [getattr(self, name) for name in _VECTORS + _SCALARS[:-1]] + [n_valid]
+        return np.concatenate([np.ravel(np.asarray(v, np.float64)) for v in values], dtype=dtype)
 
     @staticmethod
     def size(n: int) -> int:
-        """Length of the packed vector for n joints."""
+        """Length of the packed vector for n joints (the count of real problems its last entry)."""
         return _layout(n)["n_valid"].stop
-
-    @staticmethod
-    def n_valid_index(n: int) -> int:
-        """Where the count of real problems lies in the packed vector (its last entry)."""
-        return _layout(n)["n_valid"].start
 
     @staticmethod
     def unpack(vector: jax.Array, n: int) -> tuple[_Settings, jax.Array]:
         """Traced settings and the count of real problems from a packed ``vector``."""
         field = {name: vector[where] for name, where in _layout(n).items()}
-        count = lambda name: field[name][0].astype(jnp.int32)
-        settings = _Settings(
-            **{name: field[name] for name in _VECTORS}
-            | {"active": field["active"] > 0.5, "wraps": field["wraps"] > 0.5},
-            rest_weight=field["rest_weight"][0],
-            tolerances=field["tolerances"],
-            iterations_per_restart=count("iterations_per_restart"),
-            max_iterations=count("max_iterations"),
-            first_restart=count("first_restart"),
-        )
-        return settings, count("n_valid")
+        field["active"], field["wraps"] = field["active"] > 0.5, field["wraps"] > 0.5
+        field["rest_weight"] = field["rest_weight"][0]
+        for name in ("iterations_per_restart", "max_iterations", "first_restart", "n_valid"):
+            field[name] = field[name][0].astype(jnp.int32)
+        n_valid = field.pop("n_valid")
+        return _Settings(**field), n_valid
 
     def take(self, joints: np.ndarray) -> _Settings:
         """The settings of the joints ``joints`` (indices) only."""
         return dataclasses.replace(self, **{k: getattr(self, k)[joints] for k in _VECTORS})
 
 
-# The packed settings vector: these (n,) fields, then these scalars (n_valid last:
-# _sharded_solve rewrites it per device).
+# The packed settings vector: these (n,) fields, then these scalars, one number each but the
+# two tolerances (n_valid last: _sharded_solve rewrites it per device).
 _VECTORS = ("active", "max_deviation", "rest", "lower", "upper")
 _VECTORS += ("sample_lower", "sample_upper", "wraps")
-_SCALARS = (("rest_weight", 1), ("tolerances", 2), ("iterations_per_restart", 1))
-_SCALARS += (("max_iterations", 1), ("first_restart", 1), ("n_valid", 1))
+_SCALARS = ("rest_weight", "tolerances", "iterations_per_restart", "max_iterations")
+_SCALARS += ("first_restart", "n_valid")
 
 
 @functools.cache
 def _layout(n: int) -> dict[str, slice]:
     """Where each field lies in the packed settings vector for n joints."""
-    return _slices(**dict.fromkeys(_VECTORS, n), **dict(_SCALARS))
+    return _slices(**dict.fromkeys(_VECTORS, n), **dict.fromkeys(_SCALARS, 1) | {"tolerances": 2})
 
 
 def checked_settings(
@@ -235,11 +224,9 @@ def _answer_columns(n: int, k: int) -> dict[str, slice]:
 
 
 def _slices(**sizes: int) -> dict[str, slice]:
-    out, start = {}, 0
-    for name, size in sizes.items():
-        out[name] = slice(start, start + size)
-        start += size
-    return out
+    """Consecutive slices of the given sizes, by name."""
+    ends = itertools.accumulate(sizes.values())
+    return {name: slice(end - size, end) for (name, size), end in zip(sizes.items(), ends)}
 
 
 # One objective's columns of an input row (after the seed's n), 18 in all.
