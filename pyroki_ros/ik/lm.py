@@ -437,8 +437,7 @@ def _solve_all(
     A problem's answer is its first success (of simultaneous ones, the lowest lane's).
     """
     n_problems, n = seeds.shape
-    k = len(objectives)
-    columns = _answer_columns(n, k)
+    columns = _answer_columns(n, len(objectives))
     out = jnp.zeros((n_problems, columns["cost"].stop), seeds.dtype)
     out = out.at[:, columns["cost"]].set(jnp.inf)
     problems = jnp.arange(n_problems)

@@ -118,7 +118,6 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path
 
 def residual_and_jacobian(robot: Robot, objectives, q) -> obj.Evaluation:
     """Weighted residual (*batch, m), its Jacobian (*batch, m, n), per-objective errors."""
-    if isinstance(objectives, obj.Objective):
-        objectives = (objectives,)
-    obj.validate(robot, tuple(objectives))
-    return obj.evaluate(robot, q, tuple(objectives))
+    objectives = (objectives,) if isinstance(objectives, obj.Objective) else tuple(objectives)
+    obj.validate(robot, objectives)
+    return obj.evaluate(robot, q, objectives)

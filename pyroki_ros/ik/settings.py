@@ -128,14 +128,12 @@ def checked_settings(
     program of ``dtype`` (ValueError / TypeError on a bad one)."""
     n = robot.n_joints
     active = robot.active_mask(active_joints)
-    deviation = np.full(n, np.inf)
-    if max_deviation is not None:
-        deviation = np.asarray(max_deviation, np.float64)
-        if deviation.shape not in ((), (n,)):
-            raise ValueError(f"max_deviation must be one number or {n} numbers")
-        deviation = np.broadcast_to(deviation, (n,)).copy()
-        if np.any(np.isnan(deviation)) or np.any(deviation < 0):
-            raise ValueError("max_deviation must be >= 0 (per joint or one number)")
+    deviation = np.asarray(np.inf if max_deviation is None else max_deviation, np.float64)
+    if deviation.shape not in ((), (n,)):
+        raise ValueError(f"max_deviation must be one number or {n} numbers")
+    deviation = np.broadcast_to(deviation, (n,)).copy()
+    if not np.all(deviation >= 0):  # NaN fails too
+        raise ValueError("max_deviation must be >= 0 (per joint or one number)")
     rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
     if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
         raise ValueError(f"rest must be {n} finite joint values")
@@ -163,11 +161,32 @@ def checked_settings(
 
 
 def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> dict:
-    """The settings' limit fields for per-solve ``limits`` (None: the robot's), checked."""
+    """The settings' limit fields for per-solve ``limits`` (None: the robot's), checked:
+    TypeError / ValueError unless a :class:`JointLimits` for the robot's joints whose finite
+    bounds lie inside the URDF's (as ``robot.limits.narrowed(...)`` makes them)."""
     urdf = robot.limits
-    if limits is not None:
-        limits = _checked_limits(robot, limits)
-    effective = urdf if limits is None else limits
+    if limits is not None and not isinstance(limits, JointLimits):
+        raise TypeError(
+            "limits must be a JointLimits (robot.limits.narrowed(lower, upper)), "
+            f"got {type(limits).__name__}"
+        )
+    narrowed = limits is not None and limits != urdf
+    if narrowed:
+        if limits.n != urdf.n:
+            raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
+        low, high = limits.lower, limits.upper
+        bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
+        bad |= limits.wraps & ~urdf.wraps  # a joint with limits in the URDF cannot wrap
+        bad |= np.isfinite(low) & (low < urdf.lower - 1e-12)
+        bad |= np.isfinite(high) & (high > urdf.upper + 1e-12)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"limits: joint '{robot.joint_names[i]}' [{low[i]:.6g}, {high[i]:.6g}] is "
+                f"empty or not inside its URDF limits [{urdf.lower[i]:.6g}, "
+                f"{urdf.upper[i]:.6g}] (turn a bound off with -inf / +inf)"
+            )
+    effective = limits if narrowed else urdf
     # Rounded inwards in the program's dtype, held as float64: packing casts them exactly.
     lower, upper = (x.astype(np.float64) for x in effective.inner(dtype))
     # Restart points: inside the finite box; a bound turned off samples up to the URDF's.
@@ -183,37 +202,8 @@ def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> 
         "sample_upper": sample_upper,
         "wraps": effective.wraps,
         "limits": effective,
-        "center": urdf.center() if limits is None else (sample_lower + sample_upper) / 2,
+        "center": (sample_lower + sample_upper) / 2 if narrowed else urdf.center(),
     }
-
-
-def _checked_limits(robot: Robot, limits: JointLimits) -> JointLimits | None:
-    """Per-solve limits, checked against the robot's: ValueError unless a
-    :class:`JointLimits` for its joints whose finite bounds lie inside the URDF's (as
-    ``robot.limits.narrowed(...)`` makes them). None when they are the robot's own."""
-    urdf = robot.limits
-    if not isinstance(limits, JointLimits):
-        raise TypeError(
-            "limits must be a JointLimits (robot.limits.narrowed(lower, upper)), "
-            f"got {type(limits).__name__}"
-        )
-    if limits == urdf:
-        return None
-    if limits.n != urdf.n:
-        raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
-    low, high = limits.lower, limits.upper
-    bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
-    bad |= limits.wraps & ~urdf.wraps  # a joint with limits in the URDF cannot wrap
-    bad |= np.isfinite(low) & (low < urdf.lower - 1e-12)
-    bad |= np.isfinite(high) & (high > urdf.upper + 1e-12)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"limits: joint '{robot.joint_names[i]}' [{low[i]:.6g}, {high[i]:.6g}] is "
-            f"empty or not inside its URDF limits [{urdf.lower[i]:.6g}, {urdf.upper[i]:.6g}] "
-            "(turn a bound off with -inf / +inf)"
-        )
-    return limits
 
 
 @functools.cache

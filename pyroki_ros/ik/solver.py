@@ -27,6 +27,7 @@ from pyroki_ros.ik.lm import (
 )
 from pyroki_ros.ik.pose import PoseSolver
 from pyroki_ros.ik.settings import (
+    _FIELDS,
     IKResult,
     _answer_columns,
     _Settings,
@@ -131,12 +132,8 @@ class IKSolver:
         lane count and argument signature): a solve that needs no new program leaves it as is."""
         with self._lock:
             programs = list(self._programs.values())
-        total = 0
-        for program in programs:
-            jitted = program.program if isinstance(program, _ShardedProgram) else program
-            size = getattr(jitted, "_cache_size", None)
-            total += size() if size is not None else 1
-        return total
+        jitted = [p.program if isinstance(p, _ShardedProgram) else p for p in programs]
+        return sum(f._cache_size() if hasattr(f, "_cache_size") else 1 for f in jitted)
 
     def _cached_settings(self, options: dict) -> _Settings:
         # Options repeat from call to call (a teleop loop, a benchmark): check them once.
@@ -277,9 +274,7 @@ class IKSolver:
                 or empty, a ``feasible`` that does not return (N,) values.
         """
         robot = self.robot
-        if isinstance(objectives, obj.Objective):
-            objectives = (objectives,)
-        objectives = tuple(objectives)
+        objectives = (objectives,) if isinstance(objectives, obj.Objective) else tuple(objectives)
         obj.validate(robot, objectives, check_values=False)  # values: checked once packed
         if limits is not None:
             options = {**options, "limits": limits}
@@ -304,9 +299,7 @@ class IKSolver:
         if count == 0:
             raise ValueError("empty batch: nothing to solve")
 
-        columns = [seed]
-        for o in objectives:
-            columns += [o.target, o.axis, o.local_point, o.local_axis, o.weights]
+        columns = [seed] + [getattr(o, name) for o in objectives for name in _FIELDS]
         if batch != ():
             columns = [
                 np.broadcast_to(c, (*batch, c.shape[-1])).reshape(count, -1) for c in columns

@@ -20,6 +20,7 @@ accepted iterate lies inside them. The damping schedule and the acceptance test 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import jax
@@ -324,9 +325,7 @@ def solve_chain(
         }
 
     out = jax.lax.while_loop(lambda s: ~s["done"], body, state0)
-    return ChainResult(
-        x=out["x"], cost=out["cost"], iterations=out["iterations"], converged=out["converged"]
-    )
+    return ChainResult(**{name: out[name] for name in ("x", "cost", "iterations", "converged")})
 
 
 def difference_matrix(t_count: int, order: int, *, hold_ends: bool = True) -> np.ndarray:
@@ -337,26 +336,22 @@ def difference_matrix(t_count: int, order: int, *, hold_ends: bool = True) -> np
     ends towards rest. Units: per knot step (divide by dt^order for time derivatives).
     Dense, O(T^2): for small T and checks only; the solver uses :func:`smoothing_bands`.
     """
-    ghost = order if hold_ends else 0
-    size = t_count + 2 * ghost
-    d = np.zeros((size - order, t_count))
-    rows = np.arange(size - order)
-    for j, c in enumerate(_stencil(order)):
-        np.add.at(d, (rows, _folded(rows + j, ghost, t_count)), c)
+    stencil, knots = _difference_rows(t_count, order, hold_ends)
+    d = np.zeros((len(knots[0]), t_count))
+    for c, knot in zip(stencil, knots):
+        np.add.at(d, (np.arange(len(knot)), knot), c)
     return d
 
 
-def _stencil(order: int) -> np.ndarray:
-    """Coefficients of the forward difference of ``order`` on knots r .. r + order."""
-    stencil = np.array([1.0])
-    for _ in range(order):
-        stencil = np.convolve(stencil, [1.0, -1.0])
-    return stencil[::-1]
-
-
-def _folded(position: np.ndarray, ghost: int, t_count: int) -> np.ndarray:
-    """Knot of each position of the chain extended by ``ghost`` copies of each end knot."""
-    return np.clip(position - ghost, 0, t_count - 1)
+def _difference_rows(t_count: int, order: int, hold_ends: bool) -> tuple[np.ndarray, list]:
+    """The rows of :func:`difference_matrix`: the forward difference's coefficients c
+    (order + 1,), row r putting c_i on knot r + i of the chain, and per i the knot (rows,)
+    each row puts c_i on (with ``hold_ends``, the chain is extended by ``order`` copies of its
+    first and last knot, which fold onto them)."""
+    stencil = np.array([(-1.0) ** (order - i) * math.comb(order, i) for i in range(order + 1)])
+    ghost = order if hold_ends else 0
+    rows = np.arange(t_count + 2 * ghost - order)
+    return stencil, [np.clip(rows + i - ghost, 0, t_count - 1) for i in range(order + 1)]
 
 
 def smoothing_bands(
@@ -377,10 +372,7 @@ def smoothing_bands(
     width = max(orders) + 1
     out = np.zeros((len(orders), width, t_count))
     for o, order in enumerate(orders):
-        ghost = order if hold_ends else 0
-        rows = np.arange(t_count + 2 * ghost - order)
-        stencil = _stencil(order)
-        knots = [_folded(rows + i, ghost, t_count) for i in range(order + 1)]
+        stencil, knots = _difference_rows(t_count, order, hold_ends)
         for i, c_i in enumerate(stencil):
             for j, c_j in enumerate(stencil):
                 upper = knots[i] <= knots[j]
