@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from pyroki_ros import objectives as obj
-from pyroki_ros.ik.settings import IKResult, _answer_columns, _Settings, structure
+from pyroki_ros.ik.settings import _FIELDS, IKResult, _answer_columns, _Settings, structure
 from pyroki_ros.model.robot import Robot
 
 if TYPE_CHECKING:
@@ -28,40 +28,26 @@ class PoseSolver:
     Create with :meth:`IKSolver.pose_solver`.
     """
 
-    def __init__(
-        self,
-        solver: IKSolver,
-        link: str,
-        reference: str | None,
-        position_weight: float,
-        orientation_weight: float,
-        options: dict,
-    ):
-        self._pose = functools.partial(
-            obj.pose,
-            link,
-            reference=reference,
-            position_weight=position_weight,
-            orientation_weight=orientation_weight,
-        )
-        template = self._pose(np.array([1.0, 0, 0, 0, 0, 0, 0]))
+    def __init__(self, solver: IKSolver, pose: Callable[..., obj.Objective], options: dict):
+        """``pose``: target (*batch, 7) -> the pose objective; ``options`` as for
+        :meth:`IKSolver.solve`."""
+        self._pose = pose
+        template = pose(np.array([1.0, 0, 0, 0, 0, 0, 0]))
         obj.validate(solver.robot, (template,))
         self._solver = solver
         self._options = options
         settings = self._settings = solver.settings(**options)
-        tail = [template.axis, template.local_point, template.local_axis, template.weights]
         n = self._n = solver.robot.n_joints
         self._seed = slice(_Settings.size(n), _Settings.size(n) + n)
         self._target = slice(self._seed.stop, self._seed.stop + 7)
-        # The program's flat input is [first stage's settings, seed, target, the template's
-        # other fields], for a call without and with a time budget (see IKSolver.solve()):
-        # seed (default: the middle of the limits), target filled in per call.
+        # The program's flat input is [first stage's settings, seed, the template's fields],
+        # for a call without and with a time budget (see IKSolver.solve()): the seed (default:
+        # the middle of the limits) and the target are filled in per call.
+        row = [settings.center, *(getattr(template, name) for name in _FIELDS)]
         self._inputs = {}
         for timed in (False, True):
             packed = solver.packed_first_stage(settings, timed)
-            inputs = np.concatenate([packed, np.zeros(n + 7), *tail], dtype=packed.dtype)
-            inputs[self._seed] = settings.center
-            self._inputs[timed] = inputs
+            self._inputs[timed] = np.concatenate([packed, *row], dtype=packed.dtype)
         self._structure = (structure(template),)
         self._program = solver.program(self._structure, 1)
         self._success = _answer_columns(n, 1)["success"].start

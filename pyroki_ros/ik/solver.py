@@ -218,7 +218,14 @@ class IKSolver:
     ) -> PoseSolver:
         """A prepared single-target pose solver for ``link`` (see :class:`PoseSolver`);
         ``options`` as for :meth:`solve`."""
-        return PoseSolver(self, link, reference, position_weight, orientation_weight, options)
+        pose = functools.partial(
+            obj.pose,
+            link,
+            reference=reference,
+            position_weight=position_weight,
+            orientation_weight=orientation_weight,
+        )
+        return PoseSolver(self, pose, options)
 
     def settings(self, **options) -> _Settings:
         """Checks and gathers the per-call options (see :meth:`solve` and
