@@ -77,10 +77,11 @@ def _bounds(robot: Robot, seed: jax.Array, settings: _Settings):
     return lower, upper, wraps
 
 
-def _record_columns(n: int, m: int, k: int) -> dict[str, slice]:
-    """Rows of the packed per-lane record of an accepted point (one array, so that a select or
-    a scatter over the whole record is one kernel, not one per field): q, residual, Jacobian,
-    position / orientation errors, cost."""
+def _record_columns(objectives: Objectives, n: int) -> dict[str, slice]:
+    """Rows of the packed per-lane record of an accepted point for ``objectives`` and n joints
+    (one array, so that a select or a scatter over the whole record is one kernel, not one per
+    field): q, residual (m), Jacobian (m n), position / orientation errors (k each), cost."""
+    m, k = sum(o.n_rows for o in objectives), len(objectives)
     return _slices(q=n, residual=m, jacobian=m * n, pos=k, rot=k, cost=1)
 
 
@@ -206,7 +207,7 @@ def _single_solve(robot, objectives, seeds, settings: _Settings, valid) -> jax.A
     Returns the answer record (1, n + 3 + 2k) (see :func:`_answer_columns`).
     """
     n, dtype = seeds.shape[1], seeds.dtype
-    acc_of = _record_columns(n, sum(o.n_rows for o in objectives), len(objectives))
+    acc_of = _record_columns(objectives, n)
     steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
     targets = jax.tree.map(lambda x: x[:1].T, objectives)  # fields (size, 1)
     seed = seeds[:1].T  # (n, 1)
@@ -285,11 +286,9 @@ def _queue_solve(
     """
     n_problems, n = seeds.shape
     dtype = seeds.dtype
-    m, k = sum(o.n_rows for o in objectives), len(objectives)
-    acc_of, out_of = _record_columns(n, m, k), _answer_columns(n, k)
+    acc_of, out_of = _record_columns(objectives, n), _answer_columns(n, len(objectives))
     steps = jnp.asarray(_kronecker_steps(n), dtype)[:, None]
     lane_ids = jnp.arange(lanes)
-    cost_row = acc_of["cost"].start
     period = jnp.maximum(jobs_period, 1)
 
     def position(slot):
@@ -312,7 +311,7 @@ def _queue_solve(
     first = jnp.where(lane_ids < n_queued, lane_ids, idle)
     _, _, seed0, (lower0, upper0, _) = problem(first)
     restart0 = first_restart + position(first)[1] + jnp.zeros(lanes, jnp.int32)  # may be traced
-    empty_acc = jnp.zeros((acc_of["cost"].stop, lanes), dtype).at[cost_row].set(jnp.inf)
+    empty_acc = jnp.zeros((acc_of["cost"].stop, lanes), dtype).at[acc_of["cost"].start].set(jnp.inf)
     state = {
         "slot": first,
         "next": jnp.minimum(jnp.int32(lanes), n_queued),
@@ -352,11 +351,8 @@ def _queue_solve(
         keep_previous = (previous[out_of["success"].start] > 0.5) | (
             ~done & (previous[out_of["cost"].start] <= rows[out_of["cost"].start])
         )
-        rows = jnp.where(
-            keep_previous[None],
-            previous.at[out_of["iterations"]].set(rows[out_of["iterations"]]),
-            rows,
-        )
+        counts = out_of["iterations"]  # a kept record takes this pass's iteration count
+        rows = jnp.where(keep_previous[None], previous.at[counts].set(rows[counts]), rows)
         if parallel:
             out = _write_jobs(s["out"], rows, index, finish, iters_total, out_of)
         else:
@@ -530,9 +526,8 @@ def _packed_solve(robot: Robot, structure: tuple, lanes: int, packed, parallel: 
         out = _solve_all(
             robot, tuple(objectives), seeds[:, pick], n_valid, reduced, lanes, valid, parallel
         )
-        out = jnp.concatenate(
-            [seeds.at[:, pick].set(out[:, : len(joints)]), out[:, len(joints) :]], 1
-        )
+        joint_values = seeds.at[:, pick].set(out[:, : len(joints)])  # the others keep the seed's
+        out = jnp.concatenate([joint_values, out[:, len(joints) :]], 1)
     else:
         out = _solve_all(robot, tuple(objectives), seeds, n_valid, settings, lanes, valid, parallel)
     q = wrap_or_clip(out[:, :n], lower, upper, continuous)

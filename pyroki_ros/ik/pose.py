@@ -13,10 +13,11 @@ import jax
 import numpy as np
 
 from pyroki_ros import objectives as obj
-from pyroki_ros.ik.settings import _FIELDS, IKResult, _answer_columns, _Settings, structure
+from pyroki_ros.ik.settings import _FIELDS, _answer_columns, _one_result, _Settings, structure
 from pyroki_ros.model.robot import Robot
 
 if TYPE_CHECKING:
+    from pyroki_ros.ik.settings import IKResult
     from pyroki_ros.ik.solver import IKSolver
 
 
@@ -50,7 +51,7 @@ class PoseSolver:
             self._inputs[timed] = np.concatenate([packed, *row], dtype=packed.dtype)
         self._structure = (structure(template),)
         self._program = solver.program(self._structure, 1)
-        self._success = _answer_columns(n, 1)["success"].start
+        self._columns = _answer_columns(n, 1)
 
     def __call__(self, target, seed=None, *, timeout: float = 0.0) -> IKResult:
         """Solves for ``target`` (7,) wxyz_xyz, from ``seed`` (n_joints,) (default: center),
@@ -74,11 +75,15 @@ class PoseSolver:
             packed[self._seed] = seed
         start = time.perf_counter()
         out = np.asarray(self._program(packed))
-        row = None  # needed only by a second stage
-        if out[0, self._success] < 0.5:  # restarts left, a rest bias, or invalid input
+        timed_out = False
+        # Not solved (restarts left, a rest bias, or invalid input): the second stage's turn.
+        if out[0, self._columns["success"].start] < 0.5:
             self._check(packed)
             row = packed[self._seed.start :].reshape(1, -1)
-        return self._solver.finish_one(out, row, self._settings, self._structure, start, timeout)
+            out, timed_out = self._solver.second_stage(
+                out, row, self._settings, self._structure, start, timeout
+            )
+        return _one_result(out[0], self._columns, time.perf_counter() - start, timed_out)
 
     def _check(self, packed: np.ndarray) -> None:
         problem = packed[self._seed.start : self._target.stop]

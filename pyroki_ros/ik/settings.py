@@ -137,10 +137,8 @@ def checked_settings(
     rest_q = np.zeros(n) if rest is None else np.asarray(rest, np.float64)
     if rest_q.shape != (n,) or not np.all(np.isfinite(rest_q)):
         raise ValueError(f"rest must be {n} finite joint values")
-    for name, value in (
-        ("position_tolerance", position_tolerance),
-        ("orientation_tolerance", orientation_tolerance),
-    ):
+    tolerances = (position_tolerance, orientation_tolerance)
+    for name, value in zip(("position_tolerance", "orientation_tolerance"), tolerances):
         if not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value}")
     if not rest_weight >= 0:
@@ -153,7 +151,7 @@ def checked_settings(
         rest=rest_q,
         **_limit_fields(robot, dtype, limits),
         rest_weight=rest_weight,
-        tolerances=(position_tolerance, orientation_tolerance),
+        tolerances=tolerances,
         iterations_per_restart=iterations_per_restart,
         max_iterations=max_iterations,
         first_restart=0,
@@ -222,6 +220,45 @@ def _slices(**sizes: int) -> dict[str, slice]:
 # One objective's columns of an input row (after the seed's n), 18 in all.
 _FIELDS = _slices(target=7, axis=3, local_point=3, local_axis=3, weights=2)
 _WIDTH = _FIELDS["weights"].stop
+
+
+def _result(
+    out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
+) -> IKResult:
+    """IKResult from answer records (count, width), reshaped to ``batch``."""
+    if batch == ():
+        return _one_result(out[0], columns, seconds, timed_out)
+    out = np.asarray(out, np.float64)  # one conversion for every field
+    field = lambda name: out[:, columns[name]].reshape(*batch, -1)
+    scalar = lambda name: out[:, columns[name].start].reshape(batch)
+    return IKResult(
+        q=field("q"),  # wrapped and inside the limits (see _packed_solve)
+        success=scalar("success") > 0.5,
+        position_error=field("pos"),
+        orientation_error=field("rot"),
+        iterations=scalar("iterations").astype(np.int64),
+        solve_seconds=seconds,
+        cost=scalar("cost"),
+        timed_out=timed_out,
+    )
+
+
+def _one_result(
+    record: np.ndarray, columns: dict, seconds: float, timed_out: bool = False
+) -> IKResult:
+    """IKResult of a single problem from its answer record (width,): one float64 array,
+    the fields views of it (for one short record, numpy's per-call set-up is the cost)."""
+    values = record.astype(np.float64)  # q wrapped and inside the limits (the program)
+    return IKResult(
+        q=values[columns["q"]],
+        success=np.True_ if values.item(columns["success"].start) > 0.5 else np.False_,
+        position_error=values[columns["pos"]],
+        orientation_error=values[columns["rot"]],
+        iterations=np.int64(values.item(columns["iterations"].start)),
+        solve_seconds=seconds,
+        cost=values[columns["cost"].start],
+        timed_out=timed_out,
+    )
 
 
 def structure(objective: obj.Objective) -> tuple:

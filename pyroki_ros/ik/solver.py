@@ -30,6 +30,7 @@ from pyroki_ros.ik.settings import (
     _FIELDS,
     IKResult,
     _answer_columns,
+    _result,
     _Settings,
     bucket,
     checked_settings,
@@ -137,14 +138,11 @@ class IKSolver:
 
     def _cached_settings(self, options: dict) -> _Settings:
         # Options repeat from call to call (a teleop loop, a benchmark): check them once.
+        key = tuple((k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in options.items())
         try:
-            key = tuple(
-                (k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in options.items()
-            )
-            hash(key)
-        except TypeError:  # numpy arrays and the like: no caching
+            settings = self._settings_cache.get(key)
+        except TypeError:  # numpy arrays and the like (unhashable): no caching
             return self.settings(**options)
-        settings = self._settings_cache.get(key)
         if settings is None:  # get-then-set: safe when several threads share the solver
             if len(self._settings_cache) > 64:
                 self._settings_cache.clear()
@@ -165,7 +163,7 @@ class IKSolver:
 
     def _first_stage(self, settings: _Settings, timed: bool) -> _Settings:
         """Settings of a call's first stage: with a rest bias, a short biased stage; with a
-        time budget, the attempt from the seed only (the second stage, :meth:`_second_stage`,
+        time budget, the attempt from the seed only (the second stage, :meth:`second_stage`,
         gets the rest)."""
         if not (settings.rest_weight > 0 or timed):
             return settings
@@ -178,27 +176,9 @@ class IKSolver:
     def packed_first_stage(self, settings: _Settings, timed: bool) -> np.ndarray:
         """The first stage's settings of a single-problem call with ``settings`` (from
         :meth:`settings`; ``timed``: with a time budget), packed in the program's dtype: what
-        :class:`PoseSolver` prepares its calls with. Finish such a call with :meth:`finish_one`."""
+        :class:`PoseSolver` prepares its calls with. Finish such a call with
+        :meth:`second_stage`."""
         return self._packed(self._first_stage(settings, timed), 1)
-
-    def finish_one(
-        self,
-        out: np.ndarray,
-        row: np.ndarray,
-        settings: _Settings,
-        keys: tuple,
-        start: float,
-        timeout: float = 0.0,
-    ) -> IKResult:
-        """The result of one problem from its first stage's answer ``out`` (1, out width):
-        when that did not succeed, the second stage (:meth:`_second_stage`) first. ``row``
-        (1, n + 18 k): the problem's input row (seed, objective fields); ``keys``: the
-        objective structure; ``start``: perf_counter at the first stage's start."""
-        columns = _answer_columns(self.robot.n_joints, len(keys))
-        timed_out = False
-        if out[0, columns["success"].start] < 0.5:
-            out, timed_out = self._second_stage(out, row, settings, keys, start, timeout)
-        return self._one_result(out[0], columns, time.perf_counter() - start, timed_out)
 
     def _packed(self, settings: _Settings, count: int) -> np.ndarray:
         """``settings`` packed for ``count`` problems. A host array, like every other argument:
@@ -322,17 +302,17 @@ class IKSolver:
             out, timed_out = self._staged(params, settings, keys, start, timeout)
         else:
             out, timed_out = self._rounds(params, settings, keys, start, timeout, feasible)
-        return self._result(out, columns, batch, time.perf_counter() - start, timed_out)
+        return _result(out, columns, batch, time.perf_counter() - start, timed_out)
 
     def _staged(
         self, params: np.ndarray, settings: _Settings, keys: tuple, start: float, timeout: float
     ) -> tuple[np.ndarray, bool]:
         """Solves the problems ``params`` (count, width): the first stage, then the second
-        (see :meth:`_second_stage`). Returns the answer records (count, out width) and whether
+        (see :meth:`second_stage`). Returns the answer records (count, out width) and whether
         the time budget cut the restarts short."""
         first = self._first_stage(settings, timeout > 0)
         out = self._solve_rows(keys, self._packed(first, len(params)), params)
-        return self._second_stage(out, params, settings, keys, start, timeout)
+        return self.second_stage(out, params, settings, keys, start, timeout)
 
     def _rounds(
         self, params, settings: _Settings, keys: tuple, start: float, timeout: float, feasible
@@ -359,9 +339,7 @@ class IKSolver:
                 settings, max_iterations=budget, first_restart=round_index * _FIRST_PASS_RESTARTS
             )
             time_left = max(left, 1e-9) if timeout > 0 else 0.0
-            records, timed_out = self._staged(
-                params[todo], stage, keys, time.perf_counter(), time_left
-            )
+            records, cut = self._staged(params[todo], stage, keys, time.perf_counter(), time_left)
             records = np.asarray(records, np.float64)
             converged = records[:, success] > 0.5
             ok = np.zeros(len(todo), bool)
@@ -379,11 +357,13 @@ class IKSolver:
             out[todo[better]] = records[better]
             out[todo, iterations] = records[:, iterations]
             todo = todo[~ok]
+            timed_out = cut
 
-    def _second_stage(
+    def second_stage(
         self, out, params, settings: _Settings, keys: tuple, start: float, timeout: float
     ) -> tuple[np.ndarray, bool]:
-        """After the first stage (:meth:`_first_stage`): the problems it left unsolved get the
+        """After the first stage (:meth:`_first_stage`; a :class:`PoseSolver`'s too, ``out`` its
+        answer, ``params`` its input row): the problems it left unsolved get the
         rest of their iteration budget, as much of it as fits in what is left of ``timeout``
         (estimated from the first stage's cost per iteration), without the rest term (it pulls
         the optimum off the task by ~ w |q - rest| / sigma^2), starting from where they are
@@ -413,48 +393,8 @@ class IKSolver:
         out = out.copy()
         total = later[:, iterations] + out[failed, iterations]
         # The first stage's cost includes the rest term: an unbiased answer replaces it.
-        better = (
-            (later[:, success] > 0.5)
-            | (later[:, cost] <= out[failed, cost])
-            | (settings.rest_weight > 0)
-        )
+        better = (later[:, success] > 0.5) | (later[:, cost] <= out[failed, cost])
+        better |= settings.rest_weight > 0
         out[failed] = np.where(better[:, None], later, out[failed])
         out[failed, iterations] = total
         return out, timed_out
-
-    def _result(
-        self, out: np.ndarray, columns: dict, batch: tuple, seconds: float, timed_out=False
-    ) -> IKResult:
-        """IKResult from answer records (count, width), reshaped to ``batch``."""
-        if batch == ():
-            return self._one_result(out[0], columns, seconds, timed_out)
-        out = np.asarray(out, np.float64)  # one conversion for every field
-        field = lambda name: out[:, columns[name]].reshape(*batch, -1)
-        scalar = lambda name: out[:, columns[name].start].reshape(batch)
-        return IKResult(
-            q=field("q"),  # wrapped and inside the limits (see _packed_solve)
-            success=scalar("success") > 0.5,
-            position_error=field("pos"),
-            orientation_error=field("rot"),
-            iterations=scalar("iterations").astype(np.int64),
-            solve_seconds=seconds,
-            cost=scalar("cost"),
-            timed_out=timed_out,
-        )
-
-    def _one_result(
-        self, record: np.ndarray, columns: dict, seconds: float, timed_out: bool = False
-    ) -> IKResult:
-        """IKResult of a single problem from its answer record (width,): one float64 array,
-        the fields views of it (for one short record, numpy's per-call set-up is the cost)."""
-        values = record.astype(np.float64)  # q wrapped and inside the limits (the program)
-        return IKResult(
-            q=values[columns["q"]],
-            success=np.True_ if values.item(columns["success"].start) > 0.5 else np.False_,
-            position_error=values[columns["pos"]],
-            orientation_error=values[columns["rot"]],
-            iterations=np.int64(values.item(columns["iterations"].start)),
-            solve_seconds=seconds,
-            cost=values[columns["cost"].start],
-            timed_out=timed_out,
-        )
