@@ -1,6 +1,6 @@
 """IK settings and formats: the per-call settings (their checks, and the layout of the flat
 vector they travel in), the column layout of answer records, the objective structure key,
-batch buckets, defaults and the result type."""
+batch buckets, defaults, and the result type with its construction from answer records."""
 
 from __future__ import annotations
 

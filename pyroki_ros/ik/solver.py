@@ -362,14 +362,15 @@ class IKSolver:
     def second_stage(
         self, out, params, settings: _Settings, keys: tuple, start: float, timeout: float
     ) -> tuple[np.ndarray, bool]:
-        """After the first stage (:meth:`_first_stage`; a :class:`PoseSolver`'s too, ``out`` its
-        answer, ``params`` its input row): the problems it left unsolved get the
-        rest of their iteration budget, as much of it as fits in what is left of ``timeout``
-        (estimated from the first stage's cost per iteration), without the rest term (it pulls
-        the optimum off the task by ~ w |q - rest| / sigma^2), starting from where they are
-        unless a max_deviation box (centred on the seed) holds them. Keeps the better answer
-        per problem. Returns the answer records and whether the time budget cut the restarts
-        short."""
+        """The second stage of a call, after the first (:meth:`_first_stage`) answered ``out``
+        (count, out width) for the problems ``params`` (count, width; a :class:`PoseSolver`'s
+        input row); ``start``: perf_counter at the first stage's start. The problems it left
+        unsolved get the rest of their iteration budget, as much of it as fits in what is left
+        of ``timeout`` (estimated from the first stage's cost per iteration), without the rest
+        term (it pulls the optimum off the task by ~ w |q - rest| / sigma^2), starting from
+        where they are unless a max_deviation box (centred on the seed) holds them. Keeps the
+        better answer per problem. Returns the answer records and whether the time budget cut
+        the restarts short."""
         columns = _answer_columns(self.robot.n_joints, len(keys))
         success, cost, iterations = (columns[k].start for k in ("success", "cost", "iterations"))
         failed = np.flatnonzero(out[:, success] < 0.5)
