@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 
 
-def _robot_source(urdf: str) -> str | Path:
-    """A URDF path, or the name of an embedded robot (``panda``, ``ur5``)."""
-    path = Path(urdf)
-    if path.is_file():
-        return path
+def _robot(urdf: str, dtype: type = np.float32):
+    """The robot of ``--urdf``: a URDF file, or the name of an embedded robot (``panda``, ``ur5``)."""
+    from pyroki_ros.model.robot import Robot
     from pyroki_ros.robots import AVAILABLE, urdf_path
 
+    if Path(urdf).is_file():
+        return Robot.from_urdf(Path(urdf), dtype)
     if urdf in AVAILABLE:
-        return urdf_path(urdf)
+        return Robot.from_urdf(urdf_path(urdf), dtype)
     raise SystemExit(f"error: --urdf '{urdf}' is neither a file nor one of {', '.join(AVAILABLE)}")
 
 
@@ -58,29 +58,30 @@ def _arrays(path: str, name: str, optional: str | None = None):
         return np.asarray(data[name], np.float64), data.get(optional)
 
 
+def _save(path: str, robot, **arrays) -> None:
+    """Writes the npz ``path``: the robot's actuated joint names, then ``arrays``; floating
+    point ones as float64 (the file contract)."""
+    for name, value in arrays.items():
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            arrays[name] = np.asarray(value, np.float64)
+    np.savez(path, joint_names=np.array(robot.joint_names), **arrays)
+
+
 def fk_command(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # the file contract is float64
-    import jax.numpy as jnp
-
     from pyroki_ros.model.kinematics import forward_kinematics
-    from pyroki_ros.model.robot import Robot
 
-    robot = Robot.from_urdf(_robot_source(args.urdf), dtype=jnp.float64)
+    robot = _robot(args.urdf, np.float64)
     q, names = _arrays(args.q, "q", "joint_names")
     if q.ndim != 2:
         raise ValueError(f"q must have shape (N, n), got {q.shape}")
     if not np.all(np.isfinite(q)):
         raise ValueError("q contains NaN or infinite values")
     q = q[:, _column_order(robot, names, q.shape[1])]
-    poses = np.asarray(jax.jit(forward_kinematics)(robot, q).wxyz_xyz)
-    np.savez(
-        args.out,
-        joint_names=np.array(robot.joint_names),
-        link_names=np.array(robot.link_names),
-        poses=poses.astype(np.float64),
-    )
+    poses = jax.jit(forward_kinematics)(robot, q).wxyz_xyz
+    _save(args.out, robot, link_names=np.array(robot.link_names), poses=poses)
     print(f"fk: {q.shape[0]} configurations x {robot.n_links} links -> {args.out}")
     return 0
 
@@ -91,19 +92,16 @@ def ik_command(args: argparse.Namespace) -> int:
     jax.config.update("jax_cpu_enable_async_dispatch", False)  # ~8 us less per small call
     from pyroki_ros import objectives
     from pyroki_ros.ik import IKSolver, enable_compilation_cache
-    from pyroki_ros.model.robot import Robot
 
     if not args.no_compile_cache:
         enable_compilation_cache()
 
-    device = {"cpu": "cpu", "gpu": "gpu", "auto": None}[args.device]
-    robot = Robot.from_urdf(_robot_source(args.urdf))
+    robot = _robot(args.urdf)
     base = args.base or robot.root_link
     chain = robot.chain_joints(base, args.tip)  # ValueError naming an unknown link
     if not chain:
         raise ValueError(f"no actuated joint moves '{args.tip}' relative to '{base}'")
-    poses, seeds = _arrays(args.targets, "poses", "seeds")
-    seeds = None if seeds is None else np.asarray(seeds, np.float64)
+    poses, seeds = _arrays(args.targets, "poses", "seeds")  # the solver makes seeds float64
     if poses.ndim != 2 or poses.shape[1] != 7 or poses.shape[0] == 0:
         raise ValueError(f"poses must have shape (N, 7) with N >= 1, got {poses.shape}")
     if seeds is not None and seeds.shape != (poses.shape[0], robot.n_joints):
@@ -111,7 +109,7 @@ def ik_command(args: argparse.Namespace) -> int:
             f"seeds must have shape ({poses.shape[0]}, {robot.n_joints}), got {seeds.shape}"
         )
 
-    solver = IKSolver(robot, device=device)
+    solver = IKSolver(robot, device=None if args.device == "auto" else args.device)
     goal = objectives.pose(args.tip, poses, reference=None if base == robot.root_link else base)
     options = {
         "seed": seeds,
@@ -123,16 +121,16 @@ def ik_command(args: argparse.Namespace) -> int:
     solver.solve(goal, **options)  # the first call compiles for this batch-size bucket
     compile_seconds = time.perf_counter() - start
     result = solver.solve(goal, **options)
-    np.savez(
+    _save(
         args.out,
-        joint_names=np.array(robot.joint_names),
-        q=result.q.astype(np.float64),
+        robot,
+        q=result.q,
         success=result.success,
-        position_error=result.position_error[:, 0].astype(np.float64),
-        orientation_error=result.orientation_error[:, 0].astype(np.float64),
+        position_error=result.position_error[:, 0],
+        orientation_error=result.orientation_error[:, 0],
         iterations=result.iterations,
-        compile_seconds=np.float64(compile_seconds),
-        solve_seconds=np.float64(result.solve_seconds),
+        compile_seconds=compile_seconds,
+        solve_seconds=result.solve_seconds,
     )
     print(
         f"ik: {result.success.sum()}/{len(poses)} solved ({result.success.mean():.1%}), "
@@ -142,10 +140,9 @@ def ik_command(args: argparse.Namespace) -> int:
 
 
 def train_sampler_command(args: argparse.Namespace) -> int:
-    from pyroki_ros.model.robot import Robot
     from pyroki_ros.sampler import TrainConfig, train
 
-    robot = Robot.from_urdf(_robot_source(args.urdf))
+    robot = _robot(args.urdf)
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
@@ -174,23 +171,16 @@ def train_sampler_command(args: argparse.Namespace) -> int:
 
 
 def sample_command(args: argparse.Namespace) -> int:
-    from pyroki_ros.model.robot import Robot
     from pyroki_ros.sampler import IKSampler, checkpoint_path
 
-    robot = Robot.from_urdf(_robot_source(args.urdf))
+    robot = _robot(args.urdf)
     sampler = IKSampler.load(checkpoint_path(args.model), robot)
     targets, _ = _arrays(args.targets, "targets")
     if targets.ndim != 2:
         raise ValueError(f"targets must have shape (N, 3) or (N, 7), got {targets.shape}")
     q = sampler.sample(targets, args.k, seed=args.seed, temperature=args.temperature)
     position, orientation = sampler.errors(targets[:, None], q)
-    np.savez(
-        args.out,
-        joint_names=np.array(robot.joint_names),
-        q=q.astype(np.float64),
-        position_error=position.astype(np.float64),
-        orientation_error=orientation.astype(np.float64),
-    )
+    _save(args.out, robot, q=q, position_error=position, orientation_error=orientation)
     print(
         f"sample: {len(targets)} targets x {args.k} samples, mean position error "
         f"{position.mean() * 100:.2f} cm -> {args.out}"
@@ -273,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         "pyroki-ros node --ros-args --params-file config/panda.yaml",
     )
     # Everything after `node` goes to rclpy as is (see main: parse_known_args).
-    node.set_defaults(run=node_command, ros_args=[])
+    node.set_defaults(run=node_command)
 
     demo = sub.add_parser(
         "demo",

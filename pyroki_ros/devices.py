@@ -46,9 +46,7 @@ def batch_mesh(platform: str | None = None) -> Mesh | None:
 
 def padded_size(n: int, mesh: Mesh | None) -> int:
     """``n`` rounded up to a multiple of the mesh's device count (``n`` without a mesh)."""
-    if mesh is None:
-        return n
-    return math.ceil(n / mesh.size) * mesh.size
+    return n if mesh is None else math.ceil(n / mesh.size) * mesh.size
 
 
 def pad_rows(tree: Any, size: int) -> Any:
@@ -57,9 +55,7 @@ def pad_rows(tree: Any, size: int) -> Any:
 
     def pad(x):
         x = np.asarray(x)
-        if x.shape[0] >= size:
-            return x
-        return np.concatenate([x, np.repeat(x[-1:], size - x.shape[0], 0)])
+        return np.pad(x, [(0, max(size - len(x), 0))] + [(0, 0)] * (x.ndim - 1), mode="edge")
 
     return jax.tree.map(pad, tree)
 

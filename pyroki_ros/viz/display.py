@@ -20,9 +20,6 @@ import jax.numpy as jnp
 import jaxlie
 import numpy as np
 
-# Shape kinds; each maps to one Marker type (markers.py) and one viser node (viewer.py).
-KINDS = ("axes", "sphere", "box", "cylinder", "arrow", "line_strip", "line_list", "sphere_list")
-
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 # Sizes (m): small enough beside a 1 m arm, large enough to find in a full view.
 AXES_LENGTH = 0.1
@@ -57,7 +54,8 @@ class Shape:
     """One drawable thing, in the frame ``pose`` is given in.
 
     Attributes:
-        kind: one of :data:`KINDS`.
+        kind: axes, sphere, box, cylinder, arrow, line_strip, line_list or sphere_list; each
+            maps to one Marker type (markers.py) and one viser node (viewer.py).
         pose: (7,) wxyz_xyz of the shape's own frame; ``points`` are in that frame.
         scale: (3,) m. axes: (length, line width, -); sphere: diameters; box: edge lengths;
             cylinder: (diameter, diameter, height along z); arrow: (shaft diameter, head
@@ -153,11 +151,9 @@ def cylinder(
 
 
 def arrow(tail: np.ndarray, tip: np.ndarray, color: Color, label: str = "") -> Shape:
-    length = float(np.linalg.norm(np.asarray(tip) - np.asarray(tail)))
-    scale = np.array([0.01, 0.02, min(0.04, 0.4 * length)])
-    return Shape(
-        "arrow", IDENTITY.copy(), scale, color, np.stack([tail, tip]).astype(float), label=label
-    )
+    points = np.stack([tail, tip]).astype(float)
+    scale = np.array([0.01, 0.02, min(0.04, 0.4 * np.linalg.norm(points[1] - points[0]))])
+    return Shape("arrow", IDENTITY.copy(), scale, color, points, label=label)
 
 
 def line_strip(

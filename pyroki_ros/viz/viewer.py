@@ -244,9 +244,8 @@ class Viewer:
                 segments = np.stack([p[:-1], p[1:]], axis=1) if len(p) > 1 else np.zeros((1, 2, 3))
             else:
                 segments = p[: len(p) // 2 * 2].reshape(-1, 2, 3)
-                if shape.colors is not None:
-                    colors = np.asarray(shape.colors)[: len(segments) * 2, :3] * 255
-                    colors = colors.astype(np.uint8).reshape(-1, 2, 3)
+                if shape.colors is not None:  # rgb per point, in [0, 1] (viser scales them)
+                    colors = np.asarray(shape.colors)[: len(segments) * 2, :3].reshape(-1, 2, 3)
             return scene.add_line_segments(name, segments, colors, thickness=max(sx, 0.002), **pose)
         if shape.kind == "sphere_list":
             radii = np.full(len(shape.points), sx / 2)
@@ -276,14 +275,9 @@ class Viewer:
     def show_objectives(self, objectives, q=None, group: str = "objectives", color=None) -> None:
         """Core objectives, Klampt-style (display.objective_shapes), placed at q (default: the
         configuration shown)."""
-        q = self._q if q is None else np.asarray(q, np.float64)
-        shapes = display.objective_shapes(
-            objectives,
-            self.robot.link_names,
-            self.link_poses(q),
-            color or display.OBJECTIVE_COLOR,
-            group,
-        )
+        poses = self.link_poses(self._q if q is None else q)
+        color = color or display.OBJECTIVE_COLOR
+        shapes = display.objective_shapes(objectives, self.robot.link_names, poses, color, group)
         self.show_shapes(group, shapes)
 
     def show_world(self, world, group: str = "obstacles") -> None:
@@ -311,8 +305,7 @@ class Viewer:
             self.show_shapes("plan", [line])
             self.plan_slider.max = max(len(path) - 1, 1)
             self.plan_slider.value = 0
-            self.plan_slider.disabled = len(path) < 2
-            self.play_button.disabled = len(path) < 2
+            self.plan_slider.disabled = self.play_button.disabled = len(path) < 2
             self._plan_info.content = (
                 f"{len(path)} points over {float(times[-1] - times[0]):.2f} s; `{tip}` path in cyan"
             )
@@ -343,10 +336,7 @@ class Viewer:
         return self._playing.is_set()
 
     def _run_player(self) -> None:
-        while not self._stop.is_set():
-            self._playing.wait()
-            if self._stop.is_set():
-                return
+        while self._playing.wait() and not self._stop.is_set():  # close() sets both
             with self._lock:
                 plan, times = self._plan, self._times
                 index = int(self.plan_slider.value)
@@ -369,5 +359,4 @@ def _resolve_mesh(filename: str, folder: Path) -> bool:
     if name.startswith("package://"):
         relative = name.removeprefix("package://").split("/", 1)[-1]
         return any((parent / relative).is_file() for parent in (folder, *folder.parents))
-    path = Path(name)
-    return (path if path.is_absolute() else folder / path).is_file()
+    return (folder / name).is_file()  # an absolute name replaces the folder
