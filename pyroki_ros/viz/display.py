@@ -222,27 +222,24 @@ def objective_shapes(
         link_pose = link_poses[index[o.link]] if o.link in index else IDENTITY
         fields = [np.asarray(getattr(o, f), np.float64) for f in ("target", "axis", "local_point")]
         target, axis, local_point = (f.reshape(-1, f.shape[-1])[:MAX_BATCH_DRAWN] for f in fields)
-        local_point = np.broadcast_to(local_point, (len(target), 3))
-        axis = np.broadcast_to(axis, (len(target), 3))
-        for b in range(len(target)):
+        # Per target: the goal pose, the target axis and the link's point, in the root frame.
+        goals, shape = compose(frame, target), (len(target), 3)
+        directions = _host(jaxlie.SO3(jnp.asarray(frame[:4])).apply(jnp.broadcast_to(axis, shape)))
+        starts = transform_points(link_pose, np.broadcast_to(local_point, shape))
+        for b, (goal, direction, start) in enumerate(zip(goals, directions, starts)):
             name = f"{label}[{k}]" + (f"[{b}]" if len(target) > 1 else "") + f" {o.kind} {o.link}"
-            goal = compose(frame, target[b])
-            point = goal[4:]
-            direction = _host(jaxlie.SO3(jnp.asarray(frame[:4])).apply(jnp.asarray(axis[b])))
-            shapes.extend(
-                _objective(o.kind, goal, point, direction, link_pose, local_point[b], color, name)
-            )
+            shapes.extend(_objective(o.kind, goal, direction, start, link_pose, color, name))
     return shapes
 
 
-def _objective(kind, goal, point, direction, link_pose, local_point, color, name) -> list[Shape]:
+def _objective(kind, goal, direction, start, link_pose, color, name) -> list[Shape]:
+    point = goal[4:]
     dot = sphere(point, POINT_DIAMETER, color, name)
     if kind == "pose":
         return [axes(goal, name)]
     if kind == "orientation":  # the target rotation, drawn where the link is
         return [axes(at(link_pose[4:], goal[:4]), name)]
     if kind == "aim":  # the ray from the link's point through the target
-        start = transform_points(link_pose, local_point)
         return [dot, line_strip(np.stack([start, point]), color, name)]
     if kind == "hinge":
         return [dot, arrow(point, point + ARROW_LENGTH * direction, color, name)]
@@ -252,8 +249,7 @@ def _objective(kind, goal, point, direction, link_pose, local_point, color, name
     if kind == "line":
         ends = point + LINE_HALF_LENGTH * np.outer([-1.0, 1.0], direction)
         return [line_strip(ends, color, name), dot]
-    if kind == "axis":  # axis only: the target direction, from where the link is
-        start = transform_points(link_pose, local_point)
+    if kind == "axis":  # axis only: the target direction, from the link's point
         return [arrow(start, start + ARROW_LENGTH * direction, color, name)]
     return [dot]  # point / position, and a kind added later: at least its point
 

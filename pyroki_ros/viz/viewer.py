@@ -51,10 +51,6 @@ def _rgb(color: Sequence[float]) -> tuple[int, int, int]:
     return tuple(round(255 * min(max(float(c), 0.0), 1.0)) for c in color[:3])
 
 
-def _opacity(color: Sequence[float]) -> float | None:
-    return float(color[3]) if len(color) > 3 and color[3] < 1.0 else None
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:48]
 
@@ -225,7 +221,8 @@ class Viewer:
     def _add(self, name: str, shape: Shape):
         scene = self.server.scene
         pose = {"wxyz": shape.pose[:4], "position": shape.pose[4:]}
-        rgb, opacity = _rgb(shape.color), _opacity(shape.color)
+        rgb = _rgb(shape.color)
+        opacity = float(shape.color[3]) if shape.color[3] < 1.0 else None  # rgba: opaque as None
         sx, sy, sz = (float(v) for v in shape.scale)
         if shape.kind == "axes":
             return scene.add_frame(name, axes_length=sx, axes_radius=max(sy, 1e-3) / 2, **pose)
