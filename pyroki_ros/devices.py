@@ -73,11 +73,10 @@ def over_devices(fn: Callable, mesh: Mesh, in_specs: Any | Callable[..., Any]) -
     # device) and then take device-specific values, which the varying-axis check rejects;
     # the bodies never communicate, so there is nothing for it to check.
     split = functools.partial(jax.shard_map, mesh=mesh, out_specs=ROWS, check_vma=False)
-    if not callable(in_specs):
-        return jax.jit(split(fn, in_specs=in_specs))
+    specs = in_specs if callable(in_specs) else lambda *args: in_specs
 
     def run(*args):
-        return split(fn, in_specs=in_specs(*args))(*args)
+        return split(fn, in_specs=specs(*args))(*args)
 
     return jax.jit(run)
 
@@ -91,9 +90,7 @@ def over_devices_cached(fn: Callable, mesh: Mesh, in_specs: Callable[..., Any]) 
     """:func:`over_devices` of ``fn``, made once per (``fn``, mesh, specs) and kept while
     ``fn`` lives (for callers that keep ``fn`` in a cache of their own)."""
     per_fn = _WRAPPED.setdefault(fn, {})
-    key = (mesh, in_specs)
-    wrapped = per_fn.get(key)
-    if wrapped is None:
+    if (mesh, in_specs) not in per_fn:
         ref = weakref.ref(fn)
-        wrapped = per_fn[key] = over_devices(lambda *a: ref()(*a), mesh, in_specs)
-    return wrapped
+        per_fn[mesh, in_specs] = over_devices(lambda *a: ref()(*a), mesh, in_specs)
+    return per_fn[mesh, in_specs]
