@@ -293,8 +293,7 @@ class Viewer:
             raise ValueError("empty path")
         times = np.arange(len(path)) * DEFAULT_STEP_SECONDS if times is None else np.asarray(times)
         tip = tip or self.robot.link_names[-1]
-        poses = self.link_poses(path)
-        ends = poses[:, self.robot.link_index(tip), 4:]
+        ends = self.link_poses(path)[:, self.robot.link_index(tip), 4:]
         self.pause()
         with self._lock:
             self._plan, self._times = path, times
