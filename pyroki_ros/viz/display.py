@@ -84,23 +84,20 @@ class Shape:
 # --- poses (wxyz_xyz, through jaxlie; float32 unless x64 is on: enough to draw) -----------------------------------------------------------
 
 
-def _host(x) -> np.ndarray:
-    return np.asarray(x, np.float64)
-
-
 def compose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a * b`` for wxyz_xyz poses (..., 7): ``b`` given in ``a``'s frame, in ``a``'s parent."""
-    return _host((jaxlie.SE3(jnp.asarray(a)) @ jaxlie.SE3(jnp.asarray(b))).wxyz_xyz)
+    product = jaxlie.SE3(jnp.asarray(a)) @ jaxlie.SE3(jnp.asarray(b))
+    return np.asarray(product.wxyz_xyz, np.float64)
 
 
 def inverse(a: np.ndarray) -> np.ndarray:
     """The inverse of wxyz_xyz poses (..., 7)."""
-    return _host(jaxlie.SE3(jnp.asarray(a)).inverse().wxyz_xyz)
+    return np.asarray(jaxlie.SE3(jnp.asarray(a)).inverse().wxyz_xyz, np.float64)
 
 
 def transform_points(pose: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Points (..., 3) given in the frame(s) ``pose`` (..., 7), in the parent frame."""
-    return _host(jaxlie.SE3(jnp.asarray(pose)).apply(jnp.asarray(points)))
+    return np.asarray(jaxlie.SE3(jnp.asarray(pose)).apply(jnp.asarray(points)), np.float64)
 
 
 def quat_z_to(direction: np.ndarray) -> np.ndarray:
@@ -224,7 +221,7 @@ def objective_shapes(
         target, axis, local_point = (f.reshape(-1, f.shape[-1])[:MAX_BATCH_DRAWN] for f in fields)
         # Per target: the goal pose, the target axis and the link's point, in the root frame.
         goals, shape = compose(frame, target), (len(target), 3)
-        directions = _host(jaxlie.SO3(jnp.asarray(frame[:4])).apply(jnp.broadcast_to(axis, shape)))
+        directions = transform_points(at(np.zeros(3), frame[:4]), np.broadcast_to(axis, shape))
         starts = transform_points(link_pose, np.broadcast_to(local_point, shape))
         for b, (goal, direction, start) in enumerate(zip(goals, directions, starts)):
             name = f"{label}[{k}]" + (f"[{b}]" if len(target) > 1 else "") + f" {o.kind} {o.link}"
