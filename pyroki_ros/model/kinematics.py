@@ -154,18 +154,12 @@ def frames_t(robot: Robot, q_t: jax.Array) -> tuple[Quat, Vec]:
     ancestor = np.maximum(np.asarray(robot.parent_index), 0)  # the root points at itself
     while np.any(ancestor != 0):
         # One gather of all seven components per round: (7, n_links, *batch).
-        stacked = jnp.stack(quat + pos, axis=0)[:, ancestor]
-        parts = split(stacked)
+        parts = split(jnp.stack(quat + pos, axis=0)[:, ancestor])
         quat, pos = compose((parts[:4], parts[4:]), (quat, pos))
         composed = materialize(quat + pos)
         quat, pos = composed[:4], composed[4:]
         ancestor = ancestor[ancestor]
     return quat, pos
-
-
-def to_batch_last(q: jax.Array) -> jax.Array:
-    """(*batch, n) -> (n, *batch)."""
-    return jnp.moveaxis(q, -1, 0)
 
 
 def forward_kinematics(robot: Robot, q: jax.Array) -> jaxlie.SE3:
@@ -180,7 +174,7 @@ def forward_kinematics(robot: Robot, q: jax.Array) -> jaxlie.SE3:
         ``robot.link_names`` order.
     """
     q = _check_q(robot, q)
-    quat, pos = frames_t(robot, to_batch_last(q))
+    quat, pos = frames_t(robot, jnp.moveaxis(q, -1, 0))
     stacked = jnp.stack(quat + pos, axis=0)  # (7, n_links, *batch)
     return jaxlie.SE3(jnp.moveaxis(stacked, (0, 1), (-1, -2)))
 
@@ -196,16 +190,13 @@ def _columns_to_joints(robot: Robot, link_columns: jax.Array, on_path: np.ndarra
     index = np.asarray(robot.q_index)
     drivers = [np.flatnonzero((index == a) & on_path) for a in range(robot.n_joints)]
     depth = max(1, max((len(d) for d in drivers), default=0))
-    table = np.zeros((depth, robot.n_joints), dtype=np.int64)
-    used = np.zeros((depth, robot.n_joints), dtype=bool)
-    for a, links in enumerate(drivers):
-        table[: len(links), a] = links
-        used[: len(links), a] = True
     nb = link_columns.ndim - 2  # batch axes after (rows, links)
     total = 0.0
-    for k in range(depth):
-        scale = jnp.where(used[k], robot.multipliers[table[k]], 0.0)
-        total = total + link_columns[:, table[k]] * _per_link(scale, nb)
+    for k in range(depth):  # the k-th link each joint drives (link 0, scaled by 0, if none)
+        used = np.array([len(d) > k for d in drivers], dtype=bool)
+        links = np.array([d[k] if len(d) > k else 0 for d in drivers], dtype=np.int64)
+        scale = jnp.where(used, robot.multipliers[links], 0.0)
+        total = total + link_columns[:, links] * _per_link(scale, nb)
     return total
 
 
@@ -248,6 +239,6 @@ def link_jacobian(robot: Robot, q: jax.Array, link: str | int) -> jax.Array:
             raise ValueError(f"link index {link} is out of range for {robot.n_links} links")
         index %= robot.n_links
     q = _check_q(robot, q)
-    linear, angular = jacobian_rows_t(robot, frames_t(robot, to_batch_last(q)), index)
+    linear, angular = jacobian_rows_t(robot, frames_t(robot, jnp.moveaxis(q, -1, 0)), index)
     stacked = jnp.stack(linear + angular, axis=0)  # (6, n_joints, *batch)
     return jnp.moveaxis(stacked, (0, 1), (-2, -1))

@@ -41,19 +41,22 @@ class JointLimits:
     Attributes:
         bounds: (n,) pairs (lower, upper), rad or m; continuous joints read (-pi, pi).
         continuous: (n,) whether the joint is continuous (unbounded, its angle wraps).
+        lower, upper: (n,) float64 numpy views of ``bounds``, and ``wraps`` (n,) bool of
+            ``continuous``: made once, read-only (a request checks its seed with them).
     """
 
     bounds: tuple[tuple[float, float], ...]
     continuous: tuple[bool, ...]
-    # numpy views of the above, made once (read-only): a request checks its seed with them
-    _arrays: tuple = dataclasses.field(init=False, repr=False, compare=False)
+    lower: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    upper: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
+    wraps: np.ndarray = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        pairs = np.asarray(self.bounds, np.float64).reshape(-1, 2)
-        arrays = (pairs[:, 0].copy(), pairs[:, 1].copy(), np.asarray(self.continuous, bool))
-        for a in arrays:
-            a.flags.writeable = False
-        object.__setattr__(self, "_arrays", arrays)
+        lower, upper = np.array(self.bounds, np.float64).reshape(-1, 2).T.copy()
+        wraps = np.array(self.continuous, bool)
+        for name, array in (("lower", lower), ("upper", upper), ("wraps", wraps)):
+            array.flags.writeable = False
+            object.__setattr__(self, name, array)
 
     @staticmethod
     def create(
@@ -67,8 +70,7 @@ class JointLimits:
             raise ValueError(
                 f"limits: lower {lower.shape}, upper {upper.shape}, {len(flags)} joints"
             )
-        lower = np.where(flags, -np.pi, lower)
-        upper = np.where(flags, np.pi, upper)
+        lower, upper = np.where(flags, -np.pi, lower), np.where(flags, np.pi, upper)
         if np.any(~np.isfinite(lower)) or np.any(~np.isfinite(upper)) or np.any(lower > upper):
             raise ValueError("limits: every lower bound must be finite and <= its upper bound")
         return JointLimits(tuple(zip(lower.tolist(), upper.tolist())), flags)
@@ -78,21 +80,6 @@ class JointLimits:
     @property
     def n(self) -> int:
         return len(self.bounds)
-
-    @property
-    def lower(self) -> np.ndarray:
-        """(n,) float64."""
-        return self._arrays[0]
-
-    @property
-    def upper(self) -> np.ndarray:
-        """(n,) float64."""
-        return self._arrays[1]
-
-    @property
-    def wraps(self) -> np.ndarray:
-        """(n,) bool: the continuous joints."""
-        return self._arrays[2]
 
     def center(self) -> np.ndarray:
         """(n,) the middle of each joint's range, float64."""
@@ -148,7 +135,7 @@ class JointLimits:
         past the URDF's limit). A joint with a bound given is no longer continuous.
         ValueError naming the joint index otherwise."""
         new_low, new_high = self.lower.copy(), self.upper.copy()
-        flags = list(self.continuous)
+        flags = np.array(self.continuous, bool)
         for given, into, off in ((lower, new_low, -np.inf), (upper, new_high, np.inf)):
             if given is None:
                 continue
@@ -159,20 +146,16 @@ class JointLimits:
                 raise ValueError(f"{name}: a bound of {-off} would leave nothing")
             set_ = ~np.isnan(given)
             into[set_] = given[set_]
-            for i in np.flatnonzero(set_):
-                flags[i] = False
-        finite_low, finite_high = np.isfinite(new_low), np.isfinite(new_high)
-        bad = (finite_low & (new_low < self.lower - 1e-12)) | (
-            finite_high & (new_high > self.upper + 1e-12)
-        )
-        bad |= new_low > new_high
+            flags[set_] = False
+        bad = (new_low > new_high) | (np.isfinite(new_low) & (new_low < self.lower - 1e-12))
+        bad |= np.isfinite(new_high) & (new_high > self.upper + 1e-12)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
                 f"{name}: joint {i} [{new_low[i]:.6g}, {new_high[i]:.6g}] is not inside its limits "
                 f"[{self.lower[i]:.6g}, {self.upper[i]:.6g}] or is empty"
             )
-        return JointLimits(tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags))
+        return JointLimits(tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags.tolist()))
 
 
 def wrap_or_clip(q, lower, upper, wraps):

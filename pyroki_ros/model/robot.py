@@ -89,19 +89,14 @@ class Robot:
         actuated_index = {j.name: i for i, j in enumerate(actuated)}
         link_index = {name: i for i, name in enumerate(description.link_names)}
 
+        joints = [by_child[link] for link in description.link_names[1:]]  # [0] is the root
         n_links = len(description.link_names)
         origins = np.tile([1.0, 0, 0, 0, 0, 0, 0], (n_links, 1))
         axes = np.tile([1.0, 0, 0], (n_links, 1))
         multipliers, offsets = np.ones(n_links), np.zeros(n_links)
         # per link; the root's entries (and a fixed joint's type and q_index) stay as set here
-        parent_index, joint_type, q_index = [-1] * n_links, [FIXED] * n_links, [-1] * n_links
-        link_joint_names = [""] * n_links
-        for i, link in enumerate(description.link_names):
-            joint = by_child.get(link)
-            if joint is None:  # the root
-                continue
-            parent_index[i] = link_index[joint.parent]
-            link_joint_names[i] = joint.name
+        joint_type, q_index = [FIXED] * n_links, [-1] * n_links
+        for i, joint in enumerate(joints, start=1):
             origins[i] = jaxlie.SE3.from_matrix(joint.origin).wxyz_xyz
             axes[i] = joint.axis
             if joint.type == "fixed":
@@ -110,10 +105,8 @@ class Robot:
             # Resolve mimic chains down to the actuated joint that drives them.
             source, multiplier, offset = joint, 1.0, 0.0
             while source.mimic_joint is not None:
-                multiplier, offset = (
-                    multiplier * source.multiplier,
-                    (multiplier * source.offset + offset),
-                )
+                offset += multiplier * source.offset
+                multiplier *= source.multiplier
                 source = by_name[source.mimic_joint]
             q_index[i] = actuated_index[source.name]
             multipliers[i], offsets[i] = multiplier, offset
@@ -133,10 +126,10 @@ class Robot:
             name=description.name,
             link_names=description.link_names,
             joint_names=tuple(j.name for j in actuated),
-            parent_index=tuple(parent_index),
+            parent_index=(-1, *(link_index[j.parent] for j in joints)),
             joint_type=tuple(joint_type),
             q_index=tuple(q_index),
-            link_joint_names=tuple(link_joint_names),
+            link_joint_names=("", *(j.name for j in joints)),
             mimic_joint_names=tuple(
                 j.name for j in description.joints if j.type != "fixed" and j.mimic_joint
             ),
@@ -216,14 +209,12 @@ class Robot:
         the radius the sum of the link offsets after it plus the travel of prismatic joints.
         A target farther from the centre than the radius (plus the offset of a point on the
         link) cannot be reached."""
-        chain = self.ancestors(link)
         origins = np.asarray(self.origins, np.float64)
         multipliers, offsets = np.asarray(self.multipliers), np.asarray(self.offsets)
-        limits = np.stack([self.limits.lower, self.limits.upper], axis=1)
         pose = jaxlie.SE3.identity()
         radius = 0.0
         moving = False
-        for i in chain[1:]:
+        for i in self.ancestors(link)[1:]:
             if moving:
                 radius += float(np.linalg.norm(origins[i, 4:]))
             else:
@@ -231,8 +222,8 @@ class Robot:
             if self.q_index[i] >= 0:
                 moving = True
                 if self.joint_type[i] == PRISMATIC:
-                    travel = multipliers[i] * limits[self.q_index[i]] + offsets[i]
-                    radius += float(np.max(np.abs(travel)))
+                    bounds = np.array(self.limits.bounds[self.q_index[i]])  # (lower, upper)
+                    radius += float(np.max(np.abs(multipliers[i] * bounds + offsets[i])))
         return np.asarray(pose.translation(), np.float64), radius
 
     def ancestors(self, link: str | int) -> tuple[int, ...]:
@@ -249,9 +240,7 @@ class Robot:
 
         Raises ValueError when either link is unknown.
         """
-        base_path = set(self.ancestors(base))
-        tip_path = set(self.ancestors(tip))
-        moving = base_path.symmetric_difference(tip_path)
+        moving = set(self.ancestors(base)) ^ set(self.ancestors(tip))  # links on one path only
         return tuple(sorted({self.q_index[i] for i in moving if self.q_index[i] >= 0}))
 
     def subtree(self, links: tuple[str, ...]) -> Robot:
@@ -263,22 +252,20 @@ class Robot:
         composed into its children's): a shallower tree takes fewer rounds of FK (one per
         doubling of the depth, see kinematics.frames_t).
         """
-        wanted = set(links)
         needed = sorted({i for link in links for i in self.ancestors(link)})
         keep = [
             i
             for i in needed
             if self.parent_index[i] < 0
             or self.joint_type[i] != FIXED
-            or self.link_names[i] in wanted
+            or self.link_names[i] in links
         ]
-        kept = set(keep)
         new_index = {old: new for new, old in enumerate(keep)}
         merged, parents = [], []
         for i in keep:
             origin = jaxlie.SE3(self.origins[i])
             parent = self.parent_index[i]
-            while parent >= 0 and parent not in kept:  # a merged fixed link: pose = its origin
+            while parent >= 0 and parent not in new_index:  # a merged fixed link: pose = its origin
                 origin = jaxlie.SE3(self.origins[parent]) @ origin
                 parent = self.parent_index[parent]
             merged.append(origin.wxyz_xyz)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,6 @@ class URDFDescription:
     """The kinematic tree of a URDF, validated."""
 
     name: str
-    root_link: str
     link_names: tuple[str, ...]  # breadth-first from the root
     joints: tuple[JointDescription, ...]  # in document order
 
@@ -81,17 +81,15 @@ def _parse_xml(source: str | os.PathLike) -> etree._Element:
     else:
         data = str(source).encode()
     try:
-        parser = etree.XMLParser(remove_blank_text=True, remove_comments=True)
-        return etree.fromstring(data, parser=parser)
+        return etree.fromstring(data, etree.XMLParser(remove_blank_text=True, remove_comments=True))
     except etree.XMLSyntaxError as e:
         raise URDFError(f"URDF is not well-formed XML: {e}") from e
 
 
 def _floats(element: etree._Element | None, attribute: str, count: int, default: str, what: str):
     text = default if element is None else element.get(attribute, default)
-    parts = text.split()
     try:
-        values = [float(p) for p in parts]
+        values = [float(p) for p in text.split()]
     except ValueError:
         raise URDFError(f"{what}: {attribute}='{text}' is not numeric") from None
     if len(values) != count:
@@ -107,43 +105,41 @@ def _optional_float(element: etree._Element | None, attribute: str, what: str) -
     return _floats(element, attribute, 1, "", what)[0]
 
 
+def _new_name(element: etree._Element, seen: Collection[str]) -> str:
+    """The name of a <link> or <joint>: URDFError if it has none or one in ``seen``."""
+    name = element.get("name")
+    if not name:
+        raise URDFError(f"a <{element.tag}> has no name attribute")
+    if name in seen:
+        raise URDFError(f"duplicate {element.tag} name '{name}'")
+    return name
+
+
 def _check_structure(root: etree._Element) -> tuple[str, ...]:
     """Checks what yourdfpy would not: names, references, numbers and the tree shape.
     Returns the link names breadth-first from the root, children in document order."""
     if not isinstance(root.tag, str) or etree.QName(root).localname != "robot":
         raise URDFError(f"URDF root element must be <robot>, got <{root.tag}>")
     links = root.findall("link")
-    joints = root.findall("joint")
     if not links:
         raise URDFError("URDF has no <link> elements")
 
     link_names: list[str] = []
     for link in links:
-        name = link.get("name")
-        if not name:
-            raise URDFError("a <link> has no name attribute")
-        if name in link_names:
-            raise URDFError(f"duplicate link name '{name}'")
-        link_names.append(name)
+        link_names.append(_new_name(link, link_names))
     known_links = set(link_names)
 
-    joint_names: list[str] = []
     joint_type: dict[str, str] = {}
     parent_of: dict[str, str] = {}  # child link -> parent link
     mimic_of: dict[str, str] = {}
-    for joint in joints:
-        name = joint.get("name")
-        if not name:
-            raise URDFError("a <joint> has no name attribute")
-        if name in joint_type:
-            raise URDFError(f"duplicate joint name '{name}'")
+    for joint in root.findall("joint"):
+        name = _new_name(joint, joint_type)
         what = f"joint '{name}'"
         jtype = joint.get("type")
         if jtype not in SUPPORTED_JOINT_TYPES:
             raise URDFError(
                 f"{what} has type '{jtype}'; supported types: {', '.join(SUPPORTED_JOINT_TYPES)}"
             )
-        joint_names.append(name)
         joint_type[name] = jtype
         ends = {}
         for end in ("parent", "child"):
@@ -169,13 +165,12 @@ def _check_structure(root: etree._Element) -> tuple[str, ...]:
         if jtype != "fixed" and np.linalg.norm(axis) < 1e-12:
             raise URDFError(f"{what} has a zero <axis>")
         limit = joint.find("limit")
-        for attribute in ("lower", "upper", "velocity", "effort"):
-            _optional_float(limit, attribute, f"{what} <limit>")
-        if jtype in ("revolute", "prismatic"):
-            lower = _optional_float(limit, "lower", what) or 0.0
-            upper = _optional_float(limit, "upper", what) or 0.0
-            if lower > upper:
-                raise URDFError(f"{what}: lower limit {lower} is above upper limit {upper}")
+        lower, upper, _, _ = (  # a bound not given reads 0
+            _optional_float(limit, attribute, f"{what} <limit>") or 0.0
+            for attribute in ("lower", "upper", "velocity", "effort")
+        )
+        if jtype in ("revolute", "prismatic") and lower > upper:
+            raise URDFError(f"{what}: lower limit {lower} is above upper limit {upper}")
         mimic = joint.find("mimic")
         if mimic is not None:
             target = mimic.get("joint")
@@ -220,19 +215,15 @@ def _check_structure(root: etree._Element) -> tuple[str, ...]:
 
 
 def _describe(urdf: yourdfpy.URDF, order: tuple[str, ...]) -> URDFDescription:
-    robot = urdf.robot
-
     joints = []
-    for j in robot.joints:
-        limit = j.limit
+    for j in urdf.robot.joints:
+        limit = j.limit or yourdfpy.Limit()  # every field None: no limit given
         lower, upper = -math.inf, math.inf
-        if j.type in ("revolute", "prismatic"):
-            lower = limit.lower if limit is not None and limit.lower is not None else 0.0
-            upper = limit.upper if limit is not None and limit.upper is not None else 0.0
-        velocity = limit.velocity if limit is not None and limit.velocity else math.inf
-        effort = limit.effort if limit is not None and limit.effort else math.inf
+        if j.type in ("revolute", "prismatic"):  # a bound not given reads 0
+            lower = 0.0 if limit.lower is None else limit.lower
+            upper = 0.0 if limit.upper is None else limit.upper
         axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=np.float64)
-        mimic = j.mimic
+        mimic = j.mimic  # yourdfpy sets a missing multiplier / offset to 1 / 0
         joints.append(
             JointDescription(
                 name=j.name,
@@ -243,17 +234,11 @@ def _describe(urdf: yourdfpy.URDF, order: tuple[str, ...]) -> URDFDescription:
                 axis=axis / np.linalg.norm(axis) if j.type != "fixed" else axis,
                 lower=float(lower),
                 upper=float(upper),
-                velocity=float(velocity),
-                effort=float(effort),
-                mimic_joint=mimic.joint if mimic is not None else None,
-                multiplier=float(mimic.multiplier)
-                if mimic is not None and mimic.multiplier is not None
-                else 1.0,
-                offset=float(mimic.offset)
-                if mimic is not None and mimic.offset is not None
-                else 0.0,
+                velocity=float(limit.velocity or math.inf),
+                effort=float(limit.effort or math.inf),
+                mimic_joint=mimic.joint if mimic else None,
+                multiplier=float(mimic.multiplier) if mimic else 1.0,
+                offset=float(mimic.offset) if mimic else 0.0,
             )
         )
-    return URDFDescription(
-        name=robot.name or "", root_link=order[0], link_names=order, joints=tuple(joints)
-    )
+    return URDFDescription(name=urdf.robot.name or "", link_names=order, joints=tuple(joints))
