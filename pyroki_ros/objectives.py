@@ -85,12 +85,15 @@ def _xp(*values):
     return jnp if traced else np
 
 
-_DEFAULTS: dict = {}  # id of a default argument -> its checked array (saves host work)
+# Default arguments, checked once: id of the (live, module-level) tuple -> its checked array
+# (saves host work).
+_Z, _ZERO, _IDENTITY = (0.0, 0.0, 1.0), (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
+_DEFAULTS = {id(value): np.asarray(value, np.float64) for value in (_Z, _ZERO, _IDENTITY)}
 
 
 def _vec(x, size: int, name: str, xp=np):
-    if xp is np and isinstance(x, tuple) and (id(x), name) in _DEFAULTS:
-        return _DEFAULTS[id(x), name]
+    if xp is np and id(x) in _DEFAULTS:
+        return _DEFAULTS[id(x)]
     x = xp.asarray(x, dtype=xp.float64 if xp is np else None)
     if x.ndim == 0 or x.shape[-1] != size:
         raise ValueError(f"{name} must have shape (*batch, {size}), got {x.shape}")
@@ -108,25 +111,14 @@ def _all_finite(x: np.ndarray) -> bool:
 
 
 def _unit(x, name: str, xp=np):
-    if xp is np and isinstance(x, tuple) and (id(x), name) in _DEFAULTS:
-        return _DEFAULTS[id(x), name]
+    if xp is np and id(x) in _DEFAULTS:
+        return _DEFAULTS[id(x)]
     x = _vec(x, x_size := (4 if name == "wxyz" else 3), name, xp)
     one = xp is np and x.ndim == 1  # one vector: see _all_finite
     norm = math.hypot(*x.tolist()) if one else xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
     if xp is np and (norm < 1e-9 if one else np.any(norm < 1e-9)):
         raise ValueError(f"{name} must be a non-zero {'quaternion' if x_size == 4 else 'vector'}")
     return x / norm
-
-
-_Z, _ZERO, _IDENTITY = (0.0, 0.0, 1.0), (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
-for _value, _name in (
-    (_Z, "axis"),
-    (_Z, "local_axis"),
-    (_ZERO, "local_point"),
-    (_ZERO, "position"),
-    (_IDENTITY, "wxyz"),
-):
-    _DEFAULTS[id(_value), _name] = np.asarray(_value, np.float64)
 
 
 def _make(
@@ -157,13 +149,8 @@ def _make(
             raise ValueError("weights must be finite and >= 0")
         weights = np.array([position_weight, orientation_weight], np.float64)
     else:
-        weights = xp.stack(
-            xp.broadcast_arrays(
-                xp.asarray(position_weight, dtype=position.dtype),
-                xp.asarray(orientation_weight, dtype=position.dtype),
-            ),
-            -1,
-        )
+        pair = (xp.asarray(w, dtype=position.dtype) for w in (position_weight, orientation_weight))
+        weights = xp.stack(xp.broadcast_arrays(*pair), -1)
         if xp is np and (not np.isfinite(weights).all() or (weights < 0).any()):
             raise ValueError("weights must be finite and >= 0")
     fields = (wxyz, position, axis, local_point, local_axis, weights)
@@ -528,13 +515,8 @@ def evaluate_t(
     component-first. Returns residual (m, *b), Jacobian (m, n, *b), position and orientation
     errors (n_objectives, *b)."""
     frames = k.frames_t(robot, q_t)
-    parts = [evaluate_one_t(robot, frames, o) for o in objectives]
-    return (
-        jnp.concatenate([p[0] for p in parts], 0),
-        jnp.concatenate([p[1] for p in parts], 0),
-        jnp.stack([p[2] for p in parts], 0),
-        jnp.stack([p[3] for p in parts], 0),
-    )
+    rows, jacobians, pos_err, rot_err = zip(*(evaluate_one_t(robot, frames, o) for o in objectives))
+    return jnp.concatenate(rows), jnp.concatenate(jacobians), jnp.stack(pos_err), jnp.stack(rot_err)
 
 
 def evaluate(robot: Robot, q: jax.Array, objectives: tuple[Objective, ...]) -> Evaluation:
@@ -550,7 +532,7 @@ def evaluate(robot: Robot, q: jax.Array, objectives: tuple[Objective, ...]) -> E
         return jnp.moveaxis(jnp.broadcast_to(jnp.asarray(x, q.dtype), (*batch, x.shape[-1])), -1, 0)
 
     moved = tuple(jax.tree.map(batch_last, o) for o in objectives)
-    residual, jacobian, pos_err, rot_err = evaluate_t(robot, k.to_batch_last(q), moved)
+    residual, jacobian, pos_err, rot_err = evaluate_t(robot, jnp.moveaxis(q, -1, 0), moved)
     return Evaluation(
         residual=jnp.moveaxis(residual, 0, -1),
         jacobian=jnp.moveaxis(jacobian, (0, 1), (-2, -1)),
@@ -572,8 +554,7 @@ def validate(robot: Robot, objectives: tuple[Objective, ...], check_values: bool
         if not check_values:
             continue
         for name in ("target", "axis", "local_point", "local_axis", "weights"):
-            value = np.asarray(getattr(o, name))
-            if not np.all(np.isfinite(value)):
+            if not np.isfinite(np.asarray(getattr(o, name))).all():
                 raise ValueError(f"objective on '{o.link}': {name} contains NaN or infinite values")
         if np.any(np.asarray(o.weights) < 0):
             raise ValueError(f"objective on '{o.link}': weights must be >= 0")
