@@ -100,9 +100,7 @@ def target_features(spec: SamplerSpec, targets: jax.Array) -> jax.Array:
     if spec.mode == "pose":
         # Two columns of the rotation matrix: continuous in the rotation, unlike a quaternion
         # (q and -q are the same rotation).
-        rotation = jaxlie.SO3(
-            targets[..., :4] / jnp.linalg.norm(targets[..., :4], axis=-1, keepdims=True)
-        ).as_matrix()
+        rotation = jaxlie.SO3(targets[..., :4]).normalize().as_matrix()
         c = jnp.concatenate([c, rotation[..., :, 0], rotation[..., :, 1]], axis=-1)
     return c
 
@@ -113,8 +111,8 @@ def pose_errors(spec: SamplerSpec, targets: jax.Array, poses: jax.Array):
     position_error = jnp.linalg.norm(poses[..., 4:] - targets[..., -3:], axis=-1)
     if spec.mode == "position":
         return position_error, jnp.zeros_like(position_error)
-    target_q = targets[..., :4] / jnp.linalg.norm(targets[..., :4], axis=-1, keepdims=True)
-    dot = jnp.abs(jnp.sum(target_q * poses[..., :4], axis=-1))
+    target_q = jaxlie.SO3(targets[..., :4]).normalize()
+    dot = jnp.abs(jnp.sum(target_q.wxyz * poses[..., :4], axis=-1))
     return position_error, 2 * jnp.arccos(jnp.clip(dot, 0.0, 1.0))
 
 
@@ -130,9 +128,8 @@ def _sample_joint(spec, uniforms, mixture, temperature, low, high):
     """
     logits, means, log_scales = mixture
     scales = jnp.exp(log_scales) * temperature
-    low_, high_ = low[..., None], high[..., None]
-    cdf_low = jax.scipy.special.ndtr((low_ - means) / scales)
-    cdf_high = jax.scipy.special.ndtr((high_ - means) / scales)
+    cdf_low = jax.scipy.special.ndtr((low[..., None] - means) / scales)
+    cdf_high = jax.scipy.special.ndtr((high[..., None] - means) / scales)
     mass = cdf_high - cdf_low
     weights = jax.nn.softmax(logits / spec.mixture_temperature, -1)
     cumulative = jnp.cumsum(weights * (mass + 1e-30), axis=-1)
@@ -174,9 +171,8 @@ def sample_normalized(
     """
     config = spec.model
     # Per-target weights with a sample axis of size 1 (broadcast over the K samples).
-    generated = config.generated_names()
     weights = m.primary_weights(config, params, c)
-    weights = {k: v[:, None] if k in generated else v for k, v in weights.items()}
+    weights = {k: v[:, None] if k in config.generated_names() else v for k, v in weights.items()}
     n_targets, k = low.shape[:2]
     u = jnp.zeros((n_targets, k, config.n_joints), c.dtype)
     c_k = jnp.broadcast_to(c[:, None], (n_targets, k, c.shape[-1]))
@@ -371,8 +367,7 @@ class IKSampler:
         check_robot(spec, robot)
         with np.load(path, allow_pickle=False) as data:
             params = {k: jnp.asarray(data[k], jnp.float32) for k in data.files}
-        expected = m.init_params(spec.model, 0)
-        for name, value in expected.items():
+        for name, value in m.init_params(spec.model, 0).items():  # the expected shapes
             if name not in params or params[name].shape != value.shape:
                 raise ValueError(f"{path}: weight '{name}' missing or of the wrong shape")
         return IKSampler(spec, params, robot)
@@ -422,13 +417,4 @@ def check_robot(spec: SamplerSpec, robot: Robot) -> None:
 
 @functools.partial(jax.jit, static_argnames=("spec",))
 def _errors(spec, robot, targets, q):
-    poses = tip_pose(robot, spec.tip, spec.base, q)
-    return pose_errors(spec, targets, poses)
-
-
-def chain_for(robot: Robot, tip: str, base: str | None) -> tuple[str, tuple[int, ...]]:
-    base = base or robot.root_link
-    chain = robot.chain_joints(base, tip)
-    if not chain:
-        raise ValueError(f"no actuated joint moves '{tip}' relative to '{base}'")
-    return base, chain
+    return pose_errors(spec, targets, tip_pose(robot, spec.tip, spec.base, q))

@@ -41,15 +41,11 @@ class ModelConfig:
     # smaller output, so several times more samples per second on a CPU).
     generated: str = "all"
 
-    @property
-    def joint_input(self) -> int:
-        """Per-joint network input: features of every joint (later ones masked) and the
-        target."""
-        return 3 * self.n_joints + self.target_dim
-
     def primary_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Per-joint network weights, stacked over joints."""
-        n, d, h, m = self.n_joints, self.joint_input, self.joint_hidden, 3 * self.components
+        """Per-joint network weights, stacked over joints. A per-joint network reads ``d``
+        inputs: the features of every joint (later ones masked) and the target."""
+        n, h, m = self.n_joints, self.joint_hidden, 3 * self.components
+        d = 3 * n + self.target_dim
         return {"w1": (n, d, h), "b1": (n, h), "g1": (n, h), "w2": (n, h, m), "b2": (n, m)}
 
     def generated_names(self) -> tuple[str, ...]:
@@ -97,10 +93,9 @@ def primary_weights(config: ModelConfig, params: Params, c: jax.Array) -> dict[s
     """The per-joint networks' weights for targets ``c`` (*batch, target_dim):
     ``w1`` (*batch, n, d, h), ``b1`` and ``g1`` (*batch, n, h), ``w2`` (*batch, n, h, 3m),
     ``b2`` (*batch, n, 3m); the ones not generated lack the batch axes."""
-    x, i = c, 0
-    while f"hyper_w{i}" in params:
+    x = c
+    for i in range(len(config.hyper_hidden)):
         x = jax.nn.gelu(x @ params[f"hyper_w{i}"] + params[f"hyper_b{i}"])
-        i += 1
     flat = x @ params["hyper_out_w"] + params["hyper_out_b"]  # (*batch, n_generated)
     start, batch, shapes = 0, c.shape[:-1], config.primary_shapes()
     out = {name: params[f"base_{name}"] for name in shapes}

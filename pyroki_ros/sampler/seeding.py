@@ -112,30 +112,29 @@ def _best_program(sampler: IKSampler, k: int, with_incumbent: bool):
     when given), return the best configuration, its error and its index per target, packed
     as (N, n_all + 2)."""
     key = ("best", k, with_incumbent)
-    program = sampler.programs.get(key)
-    if program is None:
-        spec, robot, params = sampler.spec, sampler.robot, sampler.params
-        rest = jnp.asarray(sampler.rest, jnp.float32)
+    if key in sampler.programs:
+        return sampler.programs[key]
+    spec, robot, params = sampler.spec, sampler.robot, sampler.params
+    rest = jnp.asarray(sampler.rest, jnp.float32)
 
-        def score_of(targets, q):
-            position, orientation = _errors(spec, robot, targets, q)
-            return position + ORIENTATION_WEIGHT * orientation
+    def score_of(targets, q):
+        position, orientation = _errors(spec, robot, targets, q)
+        return position + ORIENTATION_WEIGHT * orientation
 
-        def best(targets, *inputs):
-            *current, prng_key, temperature = inputs
-            q = robot.clip(_sample(spec, params, temperature, rest, targets, prng_key, k))
-            score = score_of(targets[:, None], q)  # (N, k)
-            if current:  # the incumbent first: it wins ties, as the node always did
-                q = jnp.concatenate([current[0][:, None], q], axis=1)
-                score = jnp.concatenate([score_of(targets, current[0])[:, None], score], 1)
-            i = jnp.argmin(score, axis=-1)
-            q_best = jnp.take_along_axis(q, i[:, None, None], axis=1)[:, 0]
-            score_best = jnp.take_along_axis(score, i[:, None], axis=1)
-            index = i[:, None].astype(score.dtype)
-            return jnp.concatenate([q_best, score_best, index], axis=-1)  # one copy back
+    def best(targets, *inputs):
+        *current, prng_key, temperature = inputs
+        q = robot.clip(_sample(spec, params, temperature, rest, targets, prng_key, k))
+        score = score_of(targets[:, None], q)  # (N, k)
+        if current:  # the incumbent first: it wins ties, as the node always did
+            q = jnp.concatenate([current[0][:, None], q], axis=1)
+            score = jnp.concatenate([score_of(targets, current[0])[:, None], score], 1)
+        i = jnp.argmin(score, axis=-1)
+        q_best = jnp.take_along_axis(q, i[:, None, None], axis=1)[:, 0]
+        score_best = jnp.take_along_axis(score, i[:, None], axis=1)
+        index = i[:, None].astype(score.dtype)
+        return jnp.concatenate([q_best, score_best, index], axis=-1)  # one copy back
 
-        program = sampler.programs.setdefault(key, jax.jit(best))
-    return program
+    return sampler.programs.setdefault(key, jax.jit(best))
 
 
 def seeded_solve(
@@ -188,15 +187,9 @@ def seeded_solve(
     best = np.argmin(rank, axis=-1)
     scalar = lambda x: np.take_along_axis(x, best[..., None], axis=-1)[..., 0]
     row = lambda x: np.take_along_axis(x, best[..., None, None], axis=-2)[..., 0, :]
-    return IKResult(
-        q=row(every.q),
-        success=scalar(every.success),
-        position_error=row(every.position_error),
-        orientation_error=row(every.orientation_error),
-        iterations=every.iterations.sum(-1),
-        solve_seconds=time.perf_counter() - begin,
-        cost=scalar(every.cost),
-    )
+    picked = {f: (row if f in _ROWS else scalar)(getattr(every, f)) for f in _MERGED}
+    iterations = every.iterations.sum(-1)
+    return IKResult(**picked, iterations=iterations, solve_seconds=time.perf_counter() - begin)
 
 
 def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin, options):
@@ -208,17 +201,15 @@ def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin
         raise ValueError("strategy='fallback' does not take max_deviation (solve-nearby)")
     timeout = float(options.pop("timeout", 0.0))
     per_attempt = options.get("iterations_per_restart", DEFAULT_ITERATIONS_PER_RESTART)
-    first_options = dict(options, max_iterations=per_attempt)
-    if "max_iterations" in options:
-        first_options["max_iterations"] = min(per_attempt, options["max_iterations"])
-    objective = objective_for(sampler, targets)
-    first = solver.solve(objective, seed=start, **first_options)
+    first_budget = min(per_attempt, options.get("max_iterations", per_attempt))
+    first_options = dict(options, max_iterations=first_budget)
+    first = solver.solve(objective_for(sampler, targets), seed=start, **first_options)
     # The plain solver's whole call when the first attempt solves everything (the common
     # case): no sampler call, no second dispatch.
     if np.all(first.success):
         return dataclasses.replace(first, solve_seconds=time.perf_counter() - begin)
     checked = {k_: v for k_, v in options.items() if k_ != "feasible"}
-    budget = solver.settings(**checked).max_iterations - int(first_options["max_iterations"])
+    budget = solver.settings(**checked).max_iterations - int(first_budget)
     left = timeout - (time.perf_counter() - begin) if timeout > 0 else 0.0
     if budget <= 0 or (timeout > 0 and left <= 0):
         return dataclasses.replace(
@@ -250,4 +241,4 @@ def _fallback_solve(solver, sampler, targets, k, seed, temperature, start, begin
 
 
 _ROWS = ("q", "position_error", "orientation_error")  # (*batch, -1); the others (*batch,)
-_MERGED = (*_ROWS, "success", "cost")  # taken from the second stage where it did better
+_MERGED = (*_ROWS, "success", "cost")  # per target, from the attempt kept (best / better)

@@ -27,7 +27,6 @@ from pyroki_ros.sampler.core import (
     Mode,
     SamplerSpec,
     _normalize,
-    chain_for,
     half_span,
     target_features,
     tip_pose,
@@ -50,24 +49,25 @@ class TrainConfig:
 def make_spec(robot: Robot, tip: str, base: str | None, mode: Mode, **model_options) -> SamplerSpec:
     """The sampler description for a robot chain; target normalization from 4096 random
     configurations' tip positions."""
-    base, chain = chain_for(robot, tip, base)
+    base = base or robot.root_link
+    chain = robot.chain_joints(base, tip)
+    if not chain:
+        raise ValueError(f"no actuated joint moves '{tip}' relative to '{base}'")
     target_dim = 3 if mode == "position" else 9  # position, or + two rotation-matrix columns
     model = m.ModelConfig(n_joints=len(chain), target_dim=target_dim, **model_options)
     q = _chain_configurations(robot, chain, jax.random.PRNGKey(12345), 4096)
     positions = np.asarray(tip_pose(robot, tip, base, q)[:, 4:], np.float64)
-    center = positions.mean(0)
-    scale = float(max(positions.std(0).max(), 1e-3))
     return SamplerSpec(
         robot_name=robot.name,
         joint_names=robot.joint_names,
-        limits=tuple(tuple(map(float, x)) for x in robot.limits.bounds),
+        limits=robot.limits.bounds,  # float pairs
         tip=tip,
         base=base,
         mode=mode,
         chain=chain,
         model=model,
-        target_center=tuple(float(x) for x in center),
-        target_scale=scale,
+        target_center=tuple(float(x) for x in positions.mean(0)),
+        target_scale=float(max(positions.std(0).max(), 1e-3)),
     )
 
 
@@ -131,8 +131,7 @@ def train(
         optax.inject_hyperparams(optax.adam)(learning_rate=config.learning_rate),
     )
     opt_state = optimizer.init(params)
-    key = jax.random.PRNGKey(config.seed)
-    key, held_key = jax.random.split(key)
+    key, held_key = jax.random.split(jax.random.PRNGKey(config.seed))
     _, held_targets = _batch(spec, robot, held_key, config.held_out)
 
     start = time.perf_counter()
@@ -157,8 +156,7 @@ def train(
             raise FloatingPointError(f"training diverged at step {done} (loss {loss})")
         chunks = done // config.chunk
         if log is not None and (progress >= 1.0 or chunks % max(1, 2000 // config.chunk) == 1):
-            sampler = IKSampler(spec, params, robot)
-            error = _held_out_error(sampler, held_targets)
+            error = _held_out_error(IKSampler(spec, params, robot), held_targets)
             rate = (done - config.chunk) * config.batch_size / max(elapsed, 1e-9)
             speed = f"{rate:,.0f} samples/s" if done > config.chunk else "(compiled)"
             log(
@@ -175,8 +173,7 @@ def train(
         "device": jax.devices()[0].platform,
         "seed": config.seed,
     }
-    spec = dataclasses.replace(spec, training=training)
-    return IKSampler(spec, params, robot)
+    return IKSampler(dataclasses.replace(spec, training=training), params, robot)
 
 
 def _schedule(config: TrainConfig, progress: float) -> float:
