@@ -173,10 +173,7 @@ def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> 
         if limits.n != urdf.n:
             raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
         low, high = limits.lower, limits.upper
-        bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
-        bad |= limits.wraps & ~urdf.wraps  # a joint with limits in the URDF cannot wrap
-        bad |= np.isfinite(low) & (low < urdf.lower - 1e-12)
-        bad |= np.isfinite(high) & (high > urdf.upper + 1e-12)
+        bad = limits.not_within(urdf)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(

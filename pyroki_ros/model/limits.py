@@ -147,15 +147,27 @@ class JointLimits:
             set_ = ~np.isnan(given)
             into[set_] = given[set_]
             flags[set_] = False
-        bad = (new_low > new_high) | (np.isfinite(new_low) & (new_low < self.lower - 1e-12))
-        bad |= np.isfinite(new_high) & (new_high > self.upper + 1e-12)
+        narrowed = JointLimits(
+            tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags.tolist())
+        )
+        bad = narrowed.not_within(self)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
                 f"{name}: joint {i} [{new_low[i]:.6g}, {new_high[i]:.6g}] is not inside its limits "
                 f"[{self.lower[i]:.6g}, {self.upper[i]:.6g}] or is empty"
             )
-        return JointLimits(tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags.tolist()))
+        return narrowed
+
+    def not_within(self, outer: JointLimits) -> np.ndarray:
+        """(n,) bool: joints whose range is empty (or NaN) or reaches past ``outer``'s. A bound
+        of -inf / +inf is turned off (the caller asks for answers past ``outer``), not past it;
+        a joint cannot wrap unless it wraps in ``outer``."""
+        low, high = self.lower, self.upper
+        bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
+        bad |= self.wraps & ~outer.wraps
+        bad |= np.isfinite(low) & (low < outer.lower - 1e-12)
+        return bad | (np.isfinite(high) & (high > outer.upper + 1e-12))
 
 
 def wrap_or_clip(q, lower, upper, wraps):
