@@ -97,10 +97,7 @@ def ik_command(args: argparse.Namespace) -> int:
         enable_compilation_cache()
 
     robot = _robot(args.urdf)
-    base = args.base or robot.root_link
-    chain = robot.chain_joints(base, args.tip)  # ValueError naming an unknown link
-    if not chain:
-        raise ValueError(f"no actuated joint moves '{args.tip}' relative to '{base}'")
+    base, chain = robot.moving_chain(args.tip, args.base)
     poses, seeds = _arrays(args.targets, "poses", "seeds")  # the solver makes seeds float64
     if poses.ndim != 2 or poses.shape[1] != 7 or poses.shape[0] == 0:
         raise ValueError(f"poses must have shape (N, 7) with N >= 1, got {poses.shape}")

@@ -243,6 +243,16 @@ class Robot:
         moving = set(self.ancestors(base)) ^ set(self.ancestors(tip))  # links on one path only
         return tuple(sorted({self.q_index[i] for i in moving if self.q_index[i] >= 0}))
 
+    def moving_chain(self, tip: str, base: str | None = None) -> tuple[str, tuple[int, ...]]:
+        """``base`` (None: the root link) and :meth:`chain_joints` from it to ``tip``;
+        ValueError naming an unknown link, or when no actuated joint moves ``tip`` relative
+        to ``base`` (nothing to solve or sample for)."""
+        base = base or self.root_link
+        chain = self.chain_joints(base, tip)
+        if not chain:
+            raise ValueError(f"no actuated joint moves '{tip}' relative to '{base}'")
+        return base, chain
+
     def subtree(self, links: tuple[str, ...]) -> Robot:
         """The same robot reduced to the links needed to place ``links`` (their ancestors).
 

@@ -49,10 +49,7 @@ class TrainConfig:
 def make_spec(robot: Robot, tip: str, base: str | None, mode: Mode, **model_options) -> SamplerSpec:
     """The sampler description for a robot chain; target normalization from 4096 random
     configurations' tip positions."""
-    base = base or robot.root_link
-    chain = robot.chain_joints(base, tip)
-    if not chain:
-        raise ValueError(f"no actuated joint moves '{tip}' relative to '{base}'")
+    base, chain = robot.moving_chain(tip, base)
     target_dim = 3 if mode == "position" else 9  # position, or + two rotation-matrix columns
     model = m.ModelConfig(n_joints=len(chain), target_dim=target_dim, **model_options)
     q = _chain_configurations(robot, chain, jax.random.PRNGKey(12345), 4096)
