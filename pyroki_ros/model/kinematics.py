@@ -206,8 +206,7 @@ def jacobian_rows_t(robot: Robot, frames: tuple[Quat, Vec], link: int) -> tuple[
     quat, pos = frames
     nb = quat[0].ndim - 1
     types = np.asarray(robot.joint_type)
-    on_path = np.zeros(robot.n_links, dtype=bool)
-    on_path[list(robot.ancestors(link))] = True
+    on_path = np.isin(np.arange(robot.n_links), robot.ancestors(link))
     revolute = _per_link(types == REVOLUTE, nb)
     prismatic = _per_link(types == PRISMATIC, nb)
 

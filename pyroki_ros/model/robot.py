@@ -180,14 +180,12 @@ class Robot:
     def active_mask(self, active_joints=None) -> np.ndarray:
         """(n_joints,) bool: the joints a solve may move, ``active_joints`` (names) or all
         when None; ValueError for an empty list or a name that is not an actuated joint."""
-        active = np.ones(self.n_joints, bool)
-        if active_joints is not None:
-            names = list(active_joints)
-            if not names:
-                raise ValueError("active_joints is empty: give at least one joint (or None = all)")
-            active[:] = False
-            active[[self.joint_index(name) for name in names]] = True
-        return active
+        if active_joints is None:
+            return np.ones(self.n_joints, bool)
+        names = list(active_joints)
+        if not names:
+            raise ValueError("active_joints is empty: give at least one joint (or None = all)")
+        return np.isin(np.arange(self.n_joints), [self.joint_index(name) for name in names])
 
     def joint_index(self, joint: str) -> int:
         """Index of an actuated joint in ``joint_names``; ValueError if unknown or not actuated."""
