@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pyroki_ros import devices
 from pyroki_ros import objectives as obj
 from pyroki_ros.ik import DEFAULT_ITERATIONS_PER_RESTART, IKResult, IKSolver, bucket
 from pyroki_ros.sampler.core import IKSampler, _errors, _sample
@@ -79,11 +80,9 @@ def best_samples(
             raise ValueError("incumbent contains NaN or infinite values")
     if count == 0:
         return np.zeros((*batch, n), np.float32), np.zeros(batch, np.float32)
-    size = bucket(count)
-    pad = lambda x: np.concatenate([x, np.repeat(x[-1:], size - count, 0)]) if size > count else x
-    args = [pad(flat)]  # padded with copies of the last target: no compile per batch size
-    if current is not None:
-        args.append(pad(current.astype(np.float32)))
+    inputs = [flat] if current is None else [flat, current.astype(np.float32)]
+    # padded to a bucket with copies of the last target: no compile per batch size
+    args = devices.pad_rows(inputs, bucket(count))
     program = _best_program(sampler, k, current is not None)
     width = np.float32(sampler.temperature(temperature))  # None: the model's
     out = np.asarray(program(*args, _key(seed), width))[:count]
