@@ -135,19 +135,18 @@ def joint_mixture(
         logits, means, log_scales: each (*batch, m), or (*batch, n, m) when ``j`` is None.
     """
     n = config.n_joints
+    w1, b1, g1, w2, b2 = (weights[name] for name in ("w1", "b1", "g1", "w2", "b2"))
     if j is None:
         mask = jnp.tril(jnp.ones((n, n), u.dtype), k=-1)[..., None]  # row j: joints < j
         features = joint_features(u, half_span)  # (*batch, n, 3)
         inputs = (features[..., None, :, :] * mask).reshape(*u.shape[:-1], n, 3 * n)
         ctx = jnp.broadcast_to(c[..., None, :], (*c.shape[:-1], n, c.shape[-1]))
         x = jnp.concatenate([inputs, ctx], axis=-1)  # (*batch, n, d)
-        w1, b1, g1 = weights["w1"], weights["b1"], weights["g1"]
-        w2, b2 = weights["w2"], weights["b2"]
     else:
         features = joint_features(u, half_span) * (jnp.arange(n) < j)[:, None]
         x = jnp.concatenate([features.reshape(*u.shape[:-1], 3 * n), c], axis=-1)  # (*batch, d)
-        w1, b1, g1 = weights["w1"][..., j, :, :], weights["b1"][..., j, :], weights["g1"][..., j, :]
-        w2, b2 = weights["w2"][..., j, :, :], weights["b2"][..., j, :]
+        w1, w2 = w1[..., j, :, :], w2[..., j, :, :]  # joint j's network
+        b1, g1, b2 = b1[..., j, :], g1[..., j, :], b2[..., j, :]
     generated = config.generated_names()
     hidden = jax.nn.gelu(_layer(x, w1, "w1" in generated, j is None) + b1) * g1
     raw = _layer(hidden, w2, "w2" in generated, j is None) + b2
