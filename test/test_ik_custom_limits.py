@@ -117,14 +117,16 @@ def test_invalid_limits_raise(panda):
     target = O.pose("panda_hand", [1.0, 0, 0, 0, 0.4, 0.0, 0.5])
     before = solver.compiled_programs
     wider = JointLimits.create(robot.limits.lower - 0.5, robot.limits.upper, robot.limits.wraps)
-    with pytest.raises(ValueError, match="not inside its URDF limits"):
+    with pytest.raises(
+        ValueError, match=r"limits: joint 'panda_joint1' .* is empty or not inside its limits"
+    ):
         solver.solve(target, limits=wider)
     seven = robot.limits.select(range(7))
     with pytest.raises(ValueError, match="expected 8 joints"):
         solver.solve(target, limits=seven)
     with pytest.raises(ValueError, match="expected 8 values"):
         robot.limits.narrowed(lower=np.zeros(3))
-    with pytest.raises(ValueError, match="is not inside its limits .* or is empty"):
+    with pytest.raises(ValueError, match=r"limits: joint 0 .* is empty or not inside its limits"):
         robot.limits.narrowed(lower=np.full(8, np.nan), upper=robot.limits.lower - 0.1)
     with pytest.raises(TypeError, match="JointLimits"):
         solver.solve(target, limits=(robot.limits.lower, robot.limits.upper))

@@ -172,15 +172,7 @@ def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> 
     if narrowed:
         if limits.n != urdf.n:
             raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
-        low, high = limits.lower, limits.upper
-        bad = limits.not_within(urdf)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"limits: joint '{robot.joint_names[i]}' [{low[i]:.6g}, {high[i]:.6g}] is "
-                f"empty or not inside its URDF limits [{urdf.lower[i]:.6g}, "
-                f"{urdf.upper[i]:.6g}] (turn a bound off with -inf / +inf)"
-            )
+        limits.check_within(urdf, "limits", robot.joint_names)
     effective = limits if narrowed else urdf
     # Rounded inwards in the program's dtype, held as float64: packing casts them exactly.
     lower, upper = (x.astype(np.float64) for x in effective.inner(dtype))

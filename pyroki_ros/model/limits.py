@@ -150,24 +150,27 @@ class JointLimits:
         narrowed = JointLimits(
             tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags.tolist())
         )
-        bad = narrowed.not_within(self)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"{name}: joint {i} [{new_low[i]:.6g}, {new_high[i]:.6g}] is not inside its limits "
-                f"[{self.lower[i]:.6g}, {self.upper[i]:.6g}] or is empty"
-            )
+        narrowed.check_within(self, name)
         return narrowed
 
-    def not_within(self, outer: JointLimits) -> np.ndarray:
-        """(n,) bool: joints whose range is empty (or NaN) or reaches past ``outer``'s. A bound
-        of -inf / +inf is turned off (the caller asks for answers past ``outer``), not past it;
-        a joint cannot wrap unless it wraps in ``outer``."""
+    def check_within(self, outer: JointLimits, name: str, joint_names: Sequence[str] = ()) -> None:
+        """ValueError naming (by ``joint_names``, else by index) the first joint whose range is
+        empty (or NaN) or reaches past ``outer``'s; ``name``: the input's, for the message. A
+        bound of -inf / +inf is turned off (the caller asks for answers past ``outer``), not
+        past it; a joint cannot wrap unless it wraps in ``outer``."""
         low, high = self.lower, self.upper
         bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
         bad |= self.wraps & ~outer.wraps
         bad |= np.isfinite(low) & (low < outer.lower - 1e-12)
-        return bad | (np.isfinite(high) & (high > outer.upper + 1e-12))
+        bad |= np.isfinite(high) & (high > outer.upper + 1e-12)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            joint = f"'{joint_names[i]}'" if joint_names else str(i)
+            raise ValueError(
+                f"{name}: joint {joint} [{low[i]:.6g}, {high[i]:.6g}] is empty or not inside its "
+                f"limits [{outer.lower[i]:.6g}, {outer.upper[i]:.6g}] (turn a bound off with "
+                "-inf / +inf)"
+            )
 
 
 def wrap_or_clip(q, lower, upper, wraps):
