@@ -55,7 +55,9 @@ def pad_rows(tree: Any, size: int) -> Any:
 
     def pad(x):
         x = np.asarray(x)
-        return np.pad(x, [(0, max(size - len(x), 0))] + [(0, 0)] * (x.ndim - 1), mode="edge")
+        if len(x) >= size:  # no copy: a full bucket is the common batch
+            return x
+        return np.pad(x, [(0, size - len(x))] + [(0, 0)] * (x.ndim - 1), mode="edge")
 
     return jax.tree.map(pad, tree)
 
