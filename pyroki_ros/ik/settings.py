@@ -170,8 +170,6 @@ def _limit_fields(robot: Robot, dtype: np.dtype, limits: JointLimits | None) -> 
         )
     narrowed = limits is not None and limits != urdf
     if narrowed:
-        if limits.n != urdf.n:
-            raise ValueError(f"limits: expected {urdf.n} joints, got {limits.n}")
         limits.check_within(urdf, "limits", robot.joint_names)
     effective = limits if narrowed else urdf
     # Rounded inwards in the program's dtype, held as float64: packing casts them exactly.

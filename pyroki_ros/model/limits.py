@@ -128,12 +128,14 @@ class JointLimits:
         u = jax.random.uniform(key, (*shape, self.n), dtype)
         return low + margin * span + u * (1 - 2 * margin) * span
 
-    def narrowed(self, lower=None, upper=None, *, name: str = "limits") -> JointLimits:
+    def narrowed(
+        self, lower=None, upper=None, *, name: str = "limits", joint_names: Sequence[str] = ()
+    ) -> JointLimits:
         """Per-solve limits (Klampt's custom joint limits): (n,) ``lower`` / ``upper``, each
         entry NaN to keep the URDF's bound, a finite value inside the URDF's limits to narrow
         it, or -inf / +inf to turn that bound off for this solve (the caller asks for answers
         past the URDF's limit). A joint with a bound given is no longer continuous.
-        ValueError naming the joint index otherwise."""
+        ValueError otherwise, naming the joint (see :meth:`check_within`)."""
         new_low, new_high = self.lower.copy(), self.upper.copy()
         flags = np.array(self.continuous, bool)
         for given, into, off in ((lower, new_low, -np.inf), (upper, new_high, np.inf)):
@@ -150,7 +152,7 @@ class JointLimits:
         narrowed = JointLimits(
             tuple(zip(new_low.tolist(), new_high.tolist())), tuple(flags.tolist())
         )
-        narrowed.check_within(self, name)
+        narrowed.check_within(self, name, joint_names)
         return narrowed
 
     def check_within(self, outer: JointLimits, name: str, joint_names: Sequence[str] = ()) -> None:
@@ -158,6 +160,8 @@ class JointLimits:
         empty (or NaN) or reaches past ``outer``'s; ``name``: the input's, for the message. A
         bound of -inf / +inf is turned off (the caller asks for answers past ``outer``), not
         past it; a joint cannot wrap unless it wraps in ``outer``."""
+        if self.n != outer.n:
+            raise ValueError(f"{name}: expected {outer.n} joints, got {self.n}")
         low, high = self.lower, self.upper
         bad = np.isnan(low) | np.isnan(high) | (low > high) | (low == np.inf) | (high == -np.inf)
         bad |= self.wraps & ~outer.wraps

@@ -395,12 +395,11 @@ def joint_limits(model, names, lower, upper) -> JointLimits | None:
     high = np.full(len(model.joint_names), np.nan)
     low[list(index.values())], high[list(index.values())] = lower, upper
     try:
-        return model.robot.limits.narrowed(low, high, name="limit_joints")
+        return model.robot.limits.narrowed(
+            low, high, name="limit_joints", joint_names=model.joint_names
+        )
     except ValueError as error:
-        named = str(error)
-        for name, i in index.items():
-            named = named.replace(f"joint {i} ", f"joint {name!r} ")
-        raise _invalid(named) from None
+        raise _invalid(str(error)) from None
 
 
 def tolerances(position: float, orientation: float, defaults) -> tuple[float, float]:
