@@ -31,7 +31,15 @@ import numpy as np
 
 from pyroki_ros import devices
 from pyroki_ros import objectives as obj
-from pyroki_ros.ik.settings import _FIELDS, _WIDTH, Objectives, _answer_columns, _Settings, _slices
+from pyroki_ros.ik.settings import (
+    _FIELDS,
+    _WIDTH,
+    Objectives,
+    _answer_columns,
+    _layout,
+    _Settings,
+    _slices,
+)
 from pyroki_ros.model.limits import wrap_or_clip
 from pyroki_ros.model.robot import Robot
 from pyroki_ros.solver.damping import IK as _DAMPING
@@ -543,7 +551,7 @@ def _sharded_solve(
     the settings becomes this share's."""
     rows = params.shape[0]
     first = jax.lax.axis_index(devices.AXIS) * rows
-    last = _Settings.size(robot.n_joints) - 1  # the count of real problems
+    last = _layout(robot.n_joints)["n_valid"].start  # the count of real problems
     local = jnp.clip(settings_vector[last] - first, 0, rows).astype(settings_vector.dtype)
     packed = jnp.concatenate([settings_vector.at[last].set(local), params.ravel()])
     return _packed_solve(robot, structure, lanes, packed, parallel)
