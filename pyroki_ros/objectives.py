@@ -377,14 +377,6 @@ def _rows(v: tuple) -> tuple:
     return tuple(c[None] for c in v)
 
 
-def _sub(a, b):
-    return tuple(x - y for x, y in zip(a, b))
-
-
-def _norm(a):
-    return jnp.sqrt(k.dot(a, a))
-
-
 def rotation_residual(q: k.Quat, jw: k.Vec) -> tuple[k.Vec, k.Vec, jax.Array]:
     """Rotation error of unit quaternion ``q`` (the error rotation R R_target^T).
 
@@ -400,7 +392,7 @@ def rotation_residual(q: k.Quat, jw: k.Vec) -> tuple[k.Vec, k.Vec, jax.Array]:
     residual = tuple(2.0 * c for c in v)
     swept = k.cross(_rows(v), jw)
     jac = tuple(w[None] * j - s for j, s in zip(jw, swept))
-    angle = 2.0 * jnp.arctan2(_norm(v), w)
+    angle = 2.0 * jnp.arctan2(k.norm(v), w)
     return residual, jac, angle
 
 
@@ -420,11 +412,11 @@ def relative_frame(
     qr = tuple(c[r] for c in quat)
     pr = tuple(c[r] for c in pos)
     jv_r, jw_r = k.jacobian_rows_t(robot, frames, r)
-    lever = _sub(p, pr)
+    lever = k.sub(p, pr)
     # v_rel = R_r^T (v - v_r - w_r x lever),  w_rel = R_r^T (w - w_r)
     swept = k.cross(jw_r, _rows(lever))
     v = tuple(a - b - c for a, b, c in zip(jv, jv_r, swept))
-    w = _sub(jw, jw_r)
+    w = k.sub(jw, jw_r)
     inverse = _rows(k.qconj(qr))
     return (
         k.qmul(k.qconj(qr), q),
@@ -435,7 +427,7 @@ def relative_frame(
 
 
 def _angle_between(a: k.Vec, b: k.Vec) -> jax.Array:
-    return jnp.arctan2(_norm(k.cross(a, b)), k.dot(a, b))
+    return jnp.arctan2(k.norm(k.cross(a, b)), k.dot(a, b))
 
 
 def evaluate_one_t(
@@ -462,7 +454,7 @@ def evaluate_one_t(
         point = tuple(a + b for a, b in zip(p, arm))
         j_point = tuple(a + b for a, b in zip(jv, k.cross(jw, _rows(arm))))  # v + w x arm
     if kind in _POSITION_ROWS:
-        delta = _sub(point, target_p)
+        delta = k.sub(point, target_p)
         if kind == "plane":
             normal = k.split(objective.axis)
             distance = k.dot(normal, delta)
@@ -474,24 +466,24 @@ def evaluate_one_t(
             off = tuple(x - along * c for x, c in zip(delta, d))
             j_along = k.dot(_rows(d), j_point)
             add(off, [j - j_along * c[None] for j, c in zip(j_point, d)], w_pos)
-            pos_err = _norm(off)
+            pos_err = k.norm(off)
         else:
             add(delta, j_point, w_pos)
-            pos_err = _norm(delta)
+            pos_err = k.norm(delta)
 
     if kind in ("pose", "orientation"):
         residual, jac, rot_err = rotation_residual(k.qmul(q, k.qconj(target_q)), jw)
         add(residual, jac, w_rot)
     elif kind == "aim":
         # Residual: the ray direction minus the unit direction from the point to the target.
-        delta = _sub(target_p, point)
-        distance = jnp.maximum(_norm(delta), 1e-6)
+        delta = k.sub(target_p, point)
+        distance = jnp.maximum(k.norm(delta), 1e-6)
         u = tuple(c / distance for c in delta)
         ray = k.rotate(q, k.split(objective.local_axis))
         # d u = -(I - u u^T) d point / |delta|;  d ray = w x ray
         u_dot_j = k.dot(_rows(u), j_point)
         du = tuple(-(j - c[None] * u_dot_j) / distance[None] for j, c in zip(j_point, u))
-        add(_sub(ray, u), tuple(a - b for a, b in zip(k.cross(jw, _rows(ray)), du)), w_rot)
+        add(k.sub(ray, u), tuple(a - b for a, b in zip(k.cross(jw, _rows(ray)), du)), w_rot)
         rot_err = _angle_between(ray, u)
     elif kind in ("hinge", "axis") or objective.align_axis:
         if kind in ("hinge", "axis"):
@@ -499,7 +491,7 @@ def evaluate_one_t(
         else:
             goal = k.rotate(target_q, (zero, zero, jnp.ones_like(zero)))
         axis = k.rotate(q, k.split(objective.local_axis))
-        add(_sub(axis, goal), k.cross(jw, _rows(axis)), w_rot)  # d axis = w x axis
+        add(k.sub(axis, goal), k.cross(jw, _rows(axis)), w_rot)  # d axis = w x axis
         rot_err = _angle_between(axis, goal)
 
     # Computed once, whatever consumes them (see kinematics.materialize).

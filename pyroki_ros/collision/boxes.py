@@ -39,7 +39,7 @@ import numpy as np
 from pyroki_ros.collision import gjk
 from pyroki_ros.collision.geometry import FAR, RobotSpheres, World, pose_rotations
 from pyroki_ros.model import kinematics as k
-from pyroki_ros.model.kinematics import dot
+from pyroki_ros.model.kinematics import dot, norm
 from pyroki_ros.model.robot import Robot
 
 _EPS = 1e-9  # below this length a candidate axis (a cross product of parallel edges) is void
@@ -92,10 +92,6 @@ def _unit(v, length):
     return tuple(x * inverse for x in v)
 
 
-def _norm(v):
-    return jnp.sqrt(dot(v, v))
-
-
 _E = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
 
 
@@ -124,7 +120,7 @@ def _cylinder_point(x, t, z, radius, half_height):
     rel = tuple(a - b for a, b in zip(x, t))
     height = dot(rel, z)
     radial = tuple(r - height * c for r, c in zip(rel, z))
-    rho = _norm(radial)
+    rho = norm(radial)
     scale = jnp.where(rho > radius, radius / jnp.where(rho > 0, rho, 1.0), 1.0)
     height = jnp.clip(height, -half_height, half_height)
     return tuple(a + height * c + scale * r for a, c, r in zip(t, z, radial))
@@ -152,13 +148,13 @@ def _box_cylinder(t, z, h, radius, half_height, with_axes):
         gap, axis = _edge(i, z, t, h, 0.0, with_axes)
         out.append((gap - radius, axis))  # a . z = 0
     d = tuple(a - along_z * c for a, c in zip(t, z))  # axis -> box centre, across the axis
-    length = _norm(d)
+    length = norm(d)
     out.append((_normalised(length * length - _reach(h, d), length) - radius, _unit(d, length)))
     zero = tuple(jnp.zeros_like(x) for x in t)
     x = _cylinder_point(zero, t, z, radius, half_height)
     x = _cylinder_point(tuple(jnp.clip(c, -e, e) for c, e in zip(x, h)), t, z, radius, half_height)
     a = tuple(c - jnp.clip(c, -e, e) for c, e in zip(x, h))
-    length = _norm(a)
+    length = norm(a)
     reach_c = _cylinder_reach(a, z, radius, half_height)
     gap = _normalised(jnp.abs(dot(a, t)) - _reach(h, a) - reach_c, length)
     out.append((gap, _unit(a, length) if with_axes else None))
@@ -175,7 +171,7 @@ def _box_capsule(a0, s, h, radius, with_axes):
         gap, axis = _edge(i, s, middle, h, 0.0, with_axes)
         out.append((gap - radius, axis))
     x = _segment_centre_point(a0, s)
-    length = _norm(x)
+    length = norm(x)
     gap = jnp.abs(dot(x, middle)) - _reach(h, x) - 0.5 * jnp.abs(dot(x, s))
     out.append((_normalised(gap, length) - radius, _unit(x, length) if with_axes else None))
     return out
@@ -261,7 +257,7 @@ def _hull_candidates(hull, t, reach_o, support_o, axes, start, kind):
         HULL_ROUNDS[kind],
     )
     v = tuple(jax.lax.stop_gradient(x) for x in v)
-    length = _norm(v)
+    length = norm(v)
     a = _unit(v, length)
     out.append((jnp.where(length > _EPS, _hull_gap(hull, t, reach_o, a), -FAR), a))
     return out
@@ -287,7 +283,7 @@ def _cylinder_support(t, z, radius, half_height):
         radial = tuple(x - along * c for x, c in zip(a, z))
         # Again: with a along the axis, rounding leaves a radial part that is not across it.
         radial = tuple(x - dot(radial, z) * c for x, c in zip(radial, z))
-        e = _unit(radial, _norm(radial))
+        e = _unit(radial, norm(radial))
         end = jnp.where(along >= 0, half_height, -half_height)
         return tuple(p + end * c + radius * r for p, c, r in zip(t, z, e))
 
@@ -351,7 +347,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         radius = along(world.sphere_radii)
         nearest = tuple(jnp.clip(x, -e, e) for x, e in zip(p, h))
         excess = tuple(jnp.abs(x) - e for x, e in zip(p, h))
-        outside = _norm(tuple(jnp.maximum(e, 0.0) for e in excess))
+        outside = norm(tuple(jnp.maximum(e, 0.0) for e in excess))
         deepest = jnp.maximum(jnp.maximum(excess[0], excess[1]), excess[2])
         d = outside + jnp.minimum(deepest, 0.0) - radius
         if need_axes:
@@ -366,7 +362,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
         if hull is not None:  # the bounding box's answer, then the hull's towards the centre
             candidates = [(d, local)]
             candidates += _hull_candidates(
-                hull, p, lambda a: radius, lambda a: p, [_unit(p, _norm(p))],
+                hull, p, lambda a: radius, lambda a: p, [_unit(p, norm(p))],
                 _largest(candidates), "sphere",
             )  # fmt: skip
             parts.append(best(candidates, p))
@@ -385,7 +381,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             x = _segment_centre_point(a0, s)
             candidates += _hull_candidates(
                 hull, middle, lambda a: 0.5 * jnp.abs(dot(a, s)) + radius,
-                _segment_support(a0, s), [_unit(x, _norm(x))], _largest(candidates), "capsule",
+                _segment_support(a0, s), [_unit(x, norm(x))], _largest(candidates), "capsule",
             )  # fmt: skip
         parts.append(best(candidates, middle))
     if nb:
@@ -425,7 +421,7 @@ def _pairs(c, u, h, world: World, along, with_axes: bool, counts=None, hull=None
             across = tuple(a - dot(t, z) * b for a, b in zip(t, z))  # box centre -> axis
             candidates += _hull_candidates(
                 hull, t, reach_o, _cylinder_support(t, z, radius, height),
-                [z, _unit(across, _norm(across))], _largest(candidates), "cylinder",
+                [z, _unit(across, norm(across))], _largest(candidates), "cylinder",
             )  # fmt: skip
         parts.append(best(candidates, t))
     return parts

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from pyroki_ros.model.kinematics import cross, dot
+from pyroki_ros.model.kinematics import cross, dot, sub
 
 # Rounds per pair by default (boxes.HULL_ROUNDS takes fewer where an obstacle kind
 # converges sooner); every round costs one support of each shape. 12 meets the tolerances of
@@ -41,10 +41,6 @@ _TILT = (1.3e-5, 0.7e-5, 1.1e-5)
 _REL = 1e-9  # a simplex face whose Gram determinant is below this, relative, is degenerate
 
 
-def _sub(a, b):
-    return tuple(x - y for x, y in zip(a, b))
-
-
 def _combine(p, weights, edges):
     return tuple(x + sum(w * e[k] for w, e in zip(weights, edges)) for k, x in enumerate(p))
 
@@ -55,7 +51,7 @@ def _projection(points):
     p = points[0]
     if len(points) == 1:
         return p, jnp.ones_like(p[0], dtype=bool)
-    edges = [_sub(q, p) for q in points[1:]]
+    edges = [sub(q, p) for q in points[1:]]
     if len(points) == 2:
         (e,) = edges
         ee = dot(e, e)
@@ -75,7 +71,7 @@ def _projection(points):
 def _contains_origin(points):
     """Whether the tetrahedron of 4 points holds the origin."""
     p = points[0]
-    e1, e2, e3 = (_sub(q, p) for q in points[1:])
+    e1, e2, e3 = (sub(q, p) for q in points[1:])
     det = dot(e1, cross(e2, e3))
     ok = jnp.abs(det) > _REL * jnp.sqrt(dot(e1, e1) * dot(e2, e2) * dot(e3, e3))
     inverse = 1.0 / jnp.where(ok, det, 1.0)
@@ -119,7 +115,7 @@ def separation(support_a, support_b, start, rounds: int = GJK_ROUNDS):
     def support(d):  # of A - B, furthest along d (tilted: see _TILT)
         size = jnp.abs(d[0]) + jnp.abs(d[1]) + jnp.abs(d[2])
         d = tuple(x + size * e for x, e in zip(d, _TILT))
-        return _sub(support_a(d), support_b(tuple(-x for x in d)))
+        return sub(support_a(d), support_b(tuple(-x for x in d)))
 
     def round_(_, state):
         v, keep, overlap = state

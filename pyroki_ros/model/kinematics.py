@@ -51,6 +51,14 @@ def cross(a: Vec, b: Vec) -> Vec:
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
+def sub(a: Vec, b: Vec) -> Vec:
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def norm(a: Vec) -> jax.Array:
+    return jnp.sqrt(dot(a, a))
+
+
 def rotate(q: Quat, v: Vec) -> Vec:
     """R(q) v for a unit quaternion: v + 2w (u x v) + 2 u x (u x v)."""
     u = q[1:]
